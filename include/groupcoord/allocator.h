@@ -1,0 +1,52 @@
+// Where Tensor::empty gets its memory. An engine installs its own allocator per device type
+// (its caching allocator, cudaMallocAsync, pinned host memory, ...); groupcoord only asks for
+// and returns blocks through this interface. The CPU has a default; CUDA has none until an
+// engine or the CUDA layer installs one.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "groupcoord/device.h"
+
+namespace groupcoord {
+
+/// Interface of a memory allocator for one device type. Implementations must be thread-safe:
+/// tensors are created and destroyed on any thread.
+class Allocator {
+ public:
+  virtual ~Allocator() = default;
+
+  /// Returns a block of at least `nbytes` bytes on `device`. `nbytes` may be 0; the result is
+  /// then whatever the allocator likes (it is handed back to deallocate unchanged). Throws
+  /// (e.g. std::bad_alloc) on failure; never returns nullptr for a non-zero size.
+  virtual void* allocate(std::size_t nbytes, Device device) = 0;
+
+  /// Returns a block obtained from allocate(nbytes, device) with the same `nbytes` and `device`.
+  /// Called from tensor destructors, so it should not throw (if it does, the error is logged).
+  virtual void deallocate(void* ptr, std::size_t nbytes, Device device) = 0;
+};
+
+/// The default host allocator: 64-byte aligned blocks (a cache line, and enough for any SIMD
+/// load). A 0-byte request yields a valid, distinct, non-null 64-byte block.
+class CpuAllocator final : public Allocator {
+ public:
+  /// Byte alignment of every block.
+  static constexpr std::size_t kAlignment = 64;
+
+  /// Allocates with 64-byte alignment; throws std::bad_alloc on failure.
+  void* allocate(std::size_t nbytes, Device device) override;
+  /// Frees a block from allocate().
+  void deallocate(void* ptr, std::size_t nbytes, Device device) override;
+};
+
+/// Installs `allocator` for every later Tensor::empty on `type` (thread-safe). Tensors already
+/// allocated keep returning their memory to the allocator that made them. Passing nullptr
+/// uninstalls: CUDA then has no allocator, the CPU falls back to the default CpuAllocator.
+void set_allocator(DeviceType type, std::shared_ptr<Allocator> allocator);
+
+/// The allocator installed for `type` (thread-safe), or nullptr if none is.
+/// The CPU always has one (the default CpuAllocator unless an engine installed another).
+std::shared_ptr<Allocator> get_allocator(DeviceType type);
+
+}  // namespace groupcoord

@@ -1,0 +1,31 @@
+// Everything public in one include: #include <groupcoord/groupcoord.h>
+#pragma once
+
+// core
+#include "groupcoord/allocator.h"
+#include "groupcoord/bytes.h"
+#include "groupcoord/check.h"
+#include "groupcoord/device.h"
+#include "groupcoord/dtype.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/half.h"
+#include "groupcoord/logging.h"
+#include "groupcoord/reduce_op.h"
+#include "groupcoord/tensor.h"
+
+// stores
+#include "groupcoord/file_store.h"
+#include "groupcoord/hash_store.h"
+#include "groupcoord/prefix_store.h"
+#include "groupcoord/store.h"
+#include "groupcoord/tcp_store.h"
+
+// bootstrap
+#include "groupcoord/init_method.h"
+#include "groupcoord/launcher_env.h"
+#include "groupcoord/rendezvous.h"
+
+// process groups
+#include "groupcoord/process_group.h"
+#include "groupcoord/work.h"
+#include "groupcoord/world.h"

@@ -1,0 +1,170 @@
+#include "groupcoord/rendezvous.h"
+
+#include <string>
+#include <vector>
+
+#include "bootstrap/job_key.h"
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/file_store.h"
+#include "groupcoord/init_method.h"
+#include "groupcoord/logging.h"
+#include "groupcoord/tcp_store.h"
+
+namespace groupcoord {
+
+namespace {
+
+constexpr const char* kAddressKey = "groupcoord/rendezvous/tcp_store_address";
+constexpr const char* kJoinedPrefix = "groupcoord/rendezvous/joined/";
+
+bool is_loopback(const std::string& host) {
+  return host == "localhost" || host == "::1" || host.rfind("127.", 0) == 0;
+}
+
+// Rank, world size and local rank: explicit arguments win over the launcher's variables.
+void resolve_identity(const RendezvousOptions& options, const LauncherEnv& launcher,
+                      RendezvousResult& out) {
+  out.rank = options.rank >= 0 ? options.rank : launcher.rank;
+  out.world_size = options.world_size > 0 ? options.world_size : launcher.world_size;
+  if (!launcher.detected() && options.rank < 0 && options.world_size <= 0) {
+    // A plain `./engine` with no launcher and no arguments: a world of one, as a single process is.
+    out.rank = 0;
+    out.world_size = 1;
+  }
+  GC_CHECK(out.world_size > 0, "rendezvous: world_size is unknown: pass world_size or start under "
+           "torchrun, mpirun, mpiexec or srun (launcher detected: ", launcher.launcher, ")");
+  GC_CHECK(out.rank >= 0, "rendezvous: rank is unknown: pass rank or start under a launcher");
+  GC_CHECK(out.rank < out.world_size, "rendezvous: rank ", out.rank, " is out of range for world_size ",
+           out.world_size);
+  GC_CHECK(options.world_size <= 0 || launcher.world_size <= 0 ||
+               options.world_size == launcher.world_size,
+           "rendezvous: world_size ", options.world_size, " disagrees with the launcher's ",
+           launcher.world_size, " (", launcher.launcher, ")");
+  out.launcher = launcher.launcher;
+  out.local_world_size = launcher.local_world_size;
+  out.local_rank = options.local_rank >= 0 ? options.local_rank : launcher.local_rank;
+}
+
+// Rank 0 hosts the server; everybody (rank 0 too) talks to it through a client.
+std::shared_ptr<Store> connect_tcp_store(const std::string& host, int port, int rank,
+                                         std::chrono::milliseconds timeout) {
+  TcpStoreOptions options;
+  options.host = host;
+  options.port = port;
+  options.is_server = rank == 0;
+  options.timeout = timeout;
+  options.connect_timeout = timeout;
+  if (options.is_server) {
+    // A loopback master only needs a loopback listener; anything else must be reachable by peers.
+    options.bind_address = is_loopback(host) ? "127.0.0.1" : "0.0.0.0";
+  }
+  return TcpStore::create(options);
+}
+
+// Rank 0 waits for every rank's "joined" key so it knows all clients reached the TCP store.
+void wait_for_all_ranks(Store& store, int rank, int world_size, std::chrono::milliseconds timeout) {
+  store.set(kJoinedPrefix + std::to_string(rank), "1");
+  if (rank != 0) return;
+  std::vector<std::string> keys;
+  for (int r = 0; r < world_size; ++r) keys.push_back(kJoinedPrefix + std::to_string(r));
+  store.wait(keys, timeout);
+}
+
+// See rendezvous.h: a FileStore directory only this launch can name publishes the address of an
+// ephemeral-port TcpStore hosted by rank 0.
+std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
+                                              RendezvousResult& out,
+                                              std::chrono::milliseconds timeout) {
+  std::string dir = bootstrap_detail::rendezvous_base_dir(env) + "/" +
+                    bootstrap_detail::single_node_job_key(launcher);
+  FileStore files(dir, timeout);
+  std::shared_ptr<Store> store;
+  if (out.rank == 0) {
+    auto tcp = std::dynamic_pointer_cast<TcpStore>(connect_tcp_store("127.0.0.1", 0, 0, timeout));
+    GC_ASSERT(tcp != nullptr, "single-node rendezvous: expected a TcpStore");
+    files.set(kAddressKey, "127.0.0.1:" + std::to_string(tcp->port()));
+    store = tcp;
+  } else {
+    Bytes address;
+    try {
+      address = files.get(kAddressKey);
+    } catch (const TimeoutError& e) {
+      GC_THROW(TimeoutError, "single-node rendezvous: rank 0 did not publish its store address in ",
+               dir, " within ", timeout.count(), " ms. All ranks must be started by the same ",
+               "launcher process on one node; otherwise set MASTER_ADDR and MASTER_PORT. (", e.what(),
+               ")");
+    }
+    std::size_t colon = address.rfind(':');
+    GC_ASSERT(colon != std::string::npos, "single-node rendezvous: bad address '", address, "'");
+    int port = std::stoi(address.substr(colon + 1));
+    store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout);
+  }
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout);
+  if (out.rank == 0) FileStore::remove_directory(dir);
+  out.description = "single-node rendezvous via " + dir;
+  return store;
+}
+
+std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, RendezvousResult& out,
+                                      std::chrono::milliseconds timeout) {
+  auto store = connect_tcp_store(host, port, out.rank, timeout);
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout);
+  out.description = "tcp store at " + host + ":" + std::to_string(port);
+  return store;
+}
+
+std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
+                                      RendezvousResult& out, std::chrono::milliseconds timeout) {
+  if (!launcher.master_addr.empty() && launcher.master_port > 0) {
+    return tcp_rendezvous(launcher.master_addr, launcher.master_port, out, timeout);
+  }
+  if (out.world_size == 1) {
+    // Nobody to meet: an in-process server keeps the code path identical to real jobs.
+    return tcp_rendezvous("127.0.0.1", 0, out, timeout);
+  }
+  GC_CHECK(launcher.detected(), "env:// rendezvous needs MASTER_ADDR and MASTER_PORT, or a "
+           "launcher (torchrun, mpirun, mpiexec, srun)");
+  GC_CHECK(launcher.single_node(), "env:// rendezvous: ", launcher.launcher, " reports ",
+           launcher.world_size, " ranks with ", launcher.local_world_size,
+           " on this node; a multi-node job needs MASTER_ADDR and MASTER_PORT (or tcp://host:port)");
+  return single_node_rendezvous(launcher, env, out, timeout);
+}
+
+}  // namespace
+
+RendezvousResult rendezvous(const RendezvousOptions& options, const EnvLookup& env) {
+  InitMethod method = InitMethod::parse(options.init_method);
+  LauncherEnv launcher = detect_launcher(env);
+  RendezvousResult out;
+  resolve_identity(options, launcher, out);
+
+  switch (method.kind) {
+    case InitMethod::Kind::Env:
+      out.store = env_rendezvous(launcher, env, out, options.timeout);
+      out.single_node = launcher.single_node() || out.world_size == 1 ||
+                        (!launcher.master_addr.empty() && is_loopback(launcher.master_addr));
+      break;
+    case InitMethod::Kind::Tcp:
+      out.store = tcp_rendezvous(method.host, method.port, out, options.timeout);
+      out.single_node = launcher.single_node() || is_loopback(method.host);
+      break;
+    case InitMethod::Kind::File:
+      out.store = std::make_shared<FileStore>(method.path, options.timeout);
+      wait_for_all_ranks(*out.store, out.rank, out.world_size, options.timeout);
+      out.single_node = launcher.single_node() || out.world_size == 1;
+      out.description = "file store at " + method.path;
+      break;
+  }
+  if (out.local_rank < 0) {
+    // Without launcher information the only safe guess is the world rank on a single node.
+    out.local_rank = out.single_node ? out.rank : 0;
+  }
+  if (out.local_world_size < 0 && out.single_node) out.local_world_size = out.world_size;
+  set_log_rank(out.rank);
+  GC_LOG(Info, "rendezvous: rank ", out.rank, "/", out.world_size, " local_rank ", out.local_rank,
+         " launcher ", out.launcher, ", ", out.description);
+  return out;
+}
+
+}  // namespace groupcoord

@@ -1,0 +1,43 @@
+#include "process_group/group_health.h"
+
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+
+namespace groupcoord {
+
+void GroupHealth::check_usable(const char* op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (destroyed_) {
+    GC_THROW(DistributedError, label_, ": ", op, " called after the group was destroyed");
+  }
+  if (broken_) {
+    // Gloo closes every connection of a context after an error, so a retry could only hang or
+    // fail obscurely; fail at once with the original cause instead.
+    GC_THROW(DistributedError, label_, " is broken after an earlier error (", op,
+             " refused): ", reason_);
+  }
+}
+
+void GroupHealth::mark_broken(const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_) return;  // keep the first cause: later errors are usually its echoes
+  broken_ = true;
+  reason_ = reason;
+}
+
+void GroupHealth::mark_destroyed() {
+  std::lock_guard<std::mutex> lock(mutex_);
+  destroyed_ = true;
+}
+
+bool GroupHealth::is_broken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_;
+}
+
+bool GroupHealth::is_destroyed() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return destroyed_;
+}
+
+}  // namespace groupcoord

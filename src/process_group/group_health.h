@@ -1,0 +1,39 @@
+// Whether a process group can still be used. Shared between the group and its in-flight async
+// operations, so that an error seen by a waiter thread breaks the group for every later caller.
+#pragma once
+
+#include <mutex>
+#include <string>
+
+namespace groupcoord {
+
+/// Broken/destroyed flags of one group plus the label that every error message starts with.
+/// Thread-safe.
+class GroupHealth {
+ public:
+  /// `label` names the group in messages, e.g. "group 'tp:0' (rank 1 of 2, world ranks [2, 3])".
+  explicit GroupHealth(std::string label) : label_(std::move(label)) {}
+
+  /// The label given at construction.
+  const std::string& label() const { return label_; }
+
+  /// Throws DistributedError when the group is broken or destroyed; `op` names the refused call.
+  void check_usable(const char* op) const;
+
+  /// Records the first transport error; later calls fail fast with it.
+  void mark_broken(const std::string& reason);
+  /// Records that destroy() ran.
+  void mark_destroyed();
+
+  bool is_broken() const;
+  bool is_destroyed() const;
+
+ private:
+  const std::string label_;
+  mutable std::mutex mutex_;
+  bool broken_ = false;
+  bool destroyed_ = false;
+  std::string reason_;
+};
+
+}  // namespace groupcoord

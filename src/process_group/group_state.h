@@ -1,0 +1,67 @@
+// The private state behind a ProcessGroup handle.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "groupcoord/process_group.h"
+#include "groupcoord/store.h"
+#include "process_group/async_op.h"
+#include "process_group/gloo_transport.h"
+#include "process_group/group_health.h"
+#include "process_group/p2p_protocol.h"
+
+namespace gloo {
+class Context;
+}  // namespace gloo
+
+namespace groupcoord {
+
+/// Everything a group owns. Immutable after construction except where noted.
+struct ProcessGroup::State {
+  int rank = 0;
+  int size = 0;
+  std::vector<int> world_ranks;
+  std::string name;
+  std::chrono::milliseconds timeout{0};
+  std::string prefix;                  ///< this group's namespace in the world store
+  std::shared_ptr<Store> world_store;  ///< the unprefixed world store (sub-groups nest in it)
+  std::shared_ptr<Store> store;        ///< the world store under `prefix`
+  std::shared_ptr<GroupHealth> health;
+
+  /// Tag of the next collective. Only the collectives' thread touches it; it advances
+  /// identically on every rank because they call the same collectives in the same order.
+  std::uint32_t next_tag = 0;
+  /// Number of new_group() calls so far (names the child's store prefix).
+  std::atomic<std::uint64_t> next_child{0};
+
+  /// Guards the fields below against destroy() running on another thread.
+  std::mutex mutex;
+  std::shared_ptr<GlooTransport> transport;
+  std::shared_ptr<gloo::Context> context;
+  /// isend/irecv/send/recv still (possibly) in flight, so destroy() can wait for or abort them.
+  std::vector<std::weak_ptr<AsyncOp>> ops;
+  /// Ordering state of each (source rank, tag) receive stream.
+  std::map<std::pair<int, std::uint32_t>, std::shared_ptr<RecvStream>> recv_streams;
+
+  /// The context, after checking that the group is usable for `op`.
+  std::shared_ptr<gloo::Context> acquire(const char* op);
+
+  /// Records `op` so that destroy() can find it; throws DistributedError (without recording) when
+  /// the group was destroyed or broke in the meantime. Call with `mutex` held.
+  void register_op_locked(const std::shared_ptr<AsyncOp>& op, const char* what);
+
+  /// Waits up to `bound` for the recorded ops, aborts the rest and forgets them all.
+  void drain_ops(std::chrono::milliseconds bound);
+};
+
+/// "group 'tp:0' (rank 1 of 2, world ranks [2, 3])".
+std::string group_label(const std::string& name, int rank, const std::vector<int>& world_ranks);
+
+}  // namespace groupcoord

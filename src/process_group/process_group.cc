@@ -1,0 +1,166 @@
+// Creation, accessors and destruction of process groups. Collectives live in collectives.cc,
+// point-to-point transfers in point_to_point.cc.
+#include "groupcoord/process_group.h"
+
+#include <gloo/rendezvous/context.h>
+
+#include <algorithm>
+#include <set>
+
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/logging.h"
+#include "groupcoord/prefix_store.h"
+#include "process_group/gloo_errors.h"
+#include "process_group/group_state.h"
+#include "store/gloo_store_adapter.h"
+
+namespace groupcoord {
+
+namespace {
+
+/// Where world generations are counted; each rank counts its own create_world() calls, so the
+/// counts agree across ranks without any coordination.
+std::string world_generation_key(int rank) {
+  return "groupcoord/pg/world_generation/" + std::to_string(rank);
+}
+
+/// Builds the state of a group and connects its Gloo context (collective over its members).
+std::shared_ptr<ProcessGroup::State> connect_group(std::shared_ptr<GlooTransport> transport,
+                                                   std::shared_ptr<Store> world_store,
+                                                   std::string prefix, int rank,
+                                                   std::vector<int> world_ranks,
+                                                   const ProcessGroupOptions& options) {
+  auto state = std::make_shared<ProcessGroup::State>();
+  state->rank = rank;
+  state->size = static_cast<int>(world_ranks.size());
+  state->world_ranks = std::move(world_ranks);
+  state->name = options.name;
+  state->timeout = options.timeout;
+  state->prefix = std::move(prefix);
+  state->world_store = world_store;
+  state->store = std::make_shared<PrefixStore>(state->prefix + "/store", world_store);
+  state->health =
+      std::make_shared<GroupHealth>(group_label(state->name, state->rank, state->world_ranks));
+  state->transport = std::move(transport);
+
+  auto context = std::make_shared<gloo::rendezvous::Context>(state->rank, state->size);
+  context->setTimeout(options.timeout);
+  auto gloo_view = std::make_shared<PrefixStore>(state->prefix + "/gloo", world_store);
+  gloo_view->set_timeout(options.timeout);  // Gloo's get() of a peer's address honours it
+  auto gloo_store = make_gloo_store(gloo_view);
+  // A failed rendezvous leaves no group behind, so the health this marks broken is discarded.
+  run_gloo_op(*state->health, "rendezvous (connectFullMesh)", options.timeout,
+              [&] { context->connectFullMesh(*gloo_store, state->transport->device()); });
+  state->context = std::move(context);
+  GC_LOG(Debug, state->health->label(), ": connected over ", state->transport->description(),
+         " (store prefix ", state->prefix, ")");
+  return state;
+}
+
+void check_timeout(const ProcessGroupOptions& options, const char* op) {
+  GC_CHECK(options.timeout.count() > 0, "process group '", options.name, "': ", op,
+           ": timeout must be positive, got ", options.timeout.count(), " ms");
+}
+
+}  // namespace
+
+ProcessGroup::ProcessGroup(std::shared_ptr<State> state) : state_(std::move(state)) {}
+
+ProcessGroup::~ProcessGroup() {
+  try {
+    destroy();
+  } catch (const std::exception& e) {
+    GC_LOG(Error, "process group '", state_->name, "': destroy in destructor failed: ", e.what());
+  }
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::create_world(std::shared_ptr<Store> store, int rank,
+                                                         int world_size,
+                                                         ProcessGroupOptions options) {
+  if (options.name.empty()) options.name = "world";
+  GC_CHECK(store != nullptr, "process group '", options.name, "': create_world: null store");
+  GC_CHECK(world_size > 0, "process group '", options.name,
+           "': create_world: world_size must be positive, got ", world_size);
+  GC_CHECK(rank >= 0 && rank < world_size, "process group '", options.name,
+           "': create_world: rank ", rank, " out of range [0, ", world_size, ")");
+  check_timeout(options, "create_world");
+
+  auto transport = GlooTransport::create(options);
+  const std::int64_t generation = store->add(world_generation_key(rank), 1);
+  std::vector<int> world_ranks(world_size);
+  for (int r = 0; r < world_size; ++r) world_ranks[r] = r;
+  auto state =
+      connect_group(std::move(transport), store, "groupcoord/pg/world" + std::to_string(generation),
+                    rank, std::move(world_ranks), options);
+  return std::make_shared<ProcessGroup>(std::move(state));
+}
+
+std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks,
+                                                      std::optional<ProcessGroupOptions> options) {
+  State& parent = *state_;
+  const std::string& label = parent.health->label();
+  GC_CHECK(!ranks.empty(), label, ": new_group: empty rank list");
+  std::set<int> seen;
+  for (int r : ranks) {
+    GC_CHECK(r >= 0 && r < parent.size, label, ": new_group: rank ", r, " out of range [0, ",
+             parent.size, ")");
+    GC_CHECK(seen.insert(r).second, label, ": new_group: rank ", r, " listed twice");
+  }
+  if (options) check_timeout(*options, "new_group");
+  std::shared_ptr<GlooTransport> transport;
+  {
+    std::lock_guard<std::mutex> lock(parent.mutex);
+    parent.health->check_usable("new_group");
+    transport = parent.transport;
+  }
+
+  // Every rank of the parent advances the counter, members or not, so prefixes agree.
+  const std::uint64_t child = ++parent.next_child;
+  const auto me = std::find(ranks.begin(), ranks.end(), parent.rank);
+  if (me == ranks.end()) return nullptr;
+
+  ProcessGroupOptions child_options;
+  child_options.timeout = parent.timeout;
+  if (options) child_options = *options;
+  if (child_options.name.empty()) child_options.name = parent.name + "/" + std::to_string(child);
+  std::vector<int> world_ranks;
+  for (int r : ranks) world_ranks.push_back(parent.world_ranks[r]);
+  auto state = connect_group(
+      std::move(transport), parent.world_store, parent.prefix + "/" + std::to_string(child),
+      static_cast<int>(me - ranks.begin()), std::move(world_ranks), child_options);
+  return std::make_shared<ProcessGroup>(std::move(state));
+}
+
+int ProcessGroup::rank() const { return state_->rank; }
+int ProcessGroup::size() const { return state_->size; }
+const std::vector<int>& ProcessGroup::world_ranks() const { return state_->world_ranks; }
+const std::string& ProcessGroup::name() const { return state_->name; }
+std::chrono::milliseconds ProcessGroup::timeout() const { return state_->timeout; }
+std::shared_ptr<Store> ProcessGroup::store() const { return state_->store; }
+bool ProcessGroup::is_broken() const { return state_->health->is_broken(); }
+
+void ProcessGroup::destroy() {
+  State& state = *state_;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    if (state.health->is_destroyed()) return;
+    // From here on no new transfer can be registered (register_op_locked checks this).
+    state.health->mark_destroyed();
+  }
+  state.drain_ops(std::min<std::chrono::milliseconds>(state.timeout, std::chrono::seconds(10)));
+  std::shared_ptr<gloo::Context> context;
+  std::shared_ptr<GlooTransport> transport;
+  {
+    std::lock_guard<std::mutex> lock(state.mutex);
+    context = std::move(state.context);
+    transport = std::move(state.transport);
+  }
+  // Closing the context drops its connections; the last group of a world also takes the
+  // device (and the waiter pool) with it.
+  context.reset();
+  transport.reset();
+  GC_LOG(Debug, state.health->label(), ": destroyed");
+}
+
+}  // namespace groupcoord

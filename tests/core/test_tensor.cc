@@ -1,0 +1,324 @@
+// Tensor construction, metadata, ownership and argument checks.
+#include "groupcoord/tensor.h"
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "groupcoord/allocator.h"
+
+namespace groupcoord {
+namespace {
+
+/// Expects `fn` to throw std::invalid_argument whose message contains `needle`.
+template <typename Fn>
+void expect_invalid(Fn&& fn, const std::string& needle) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected std::invalid_argument containing '" << needle << "'";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find(needle), std::string::npos) << e.what();
+  }
+}
+
+TEST(Tensor, EmptyHasCompactLayout) {
+  Tensor t = Tensor::empty({2, 3, 4}, DType::Float32);
+  EXPECT_TRUE(t.defined());
+  EXPECT_EQ(t.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(t.strides(), (Shape{12, 4, 1}));
+  EXPECT_EQ(t.dim(), 3);
+  EXPECT_EQ(t.numel(), 24);
+  EXPECT_EQ(t.nbytes(), 96u);
+  EXPECT_EQ(t.element_size(), 4u);
+  EXPECT_EQ(t.dtype(), DType::Float32);
+  EXPECT_EQ(t.device(), Device::cpu());
+  EXPECT_EQ(t.storage_offset(), 0);
+  EXPECT_TRUE(t.is_contiguous());
+  EXPECT_NE(t.data_ptr(), nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(t.data_ptr()) % 64, 0u);
+  EXPECT_EQ(t.size(0), 2);
+  EXPECT_EQ(t.size(-1), 4);
+  EXPECT_EQ(t.size(-3), 2);
+  EXPECT_EQ(t.stride(-2), 4);
+  // The memory is usable end to end.
+  float* data = t.data_ptr<float>();
+  for (int i = 0; i < 24; ++i) data[i] = static_cast<float>(i);
+  EXPECT_EQ(data[23], 23.0f);
+}
+
+TEST(Tensor, EmptyOfEveryDType) {
+  const std::size_t sizes[] = {4, 2, 2, 8, 1, 1, 4, 8, 1, 1, 1};  // declaration order
+  for (int i = 0; i < kNumDTypes; ++i) {
+    Tensor t = Tensor::empty({5}, all_dtypes()[i]);
+    EXPECT_EQ(t.element_size(), sizes[i]);
+    EXPECT_EQ(t.nbytes(), 5 * sizes[i]);
+  }
+}
+
+TEST(Tensor, ZeroDimAndZeroSize) {
+  Tensor scalar = Tensor::empty({}, DType::Int64);
+  EXPECT_EQ(scalar.dim(), 0);
+  EXPECT_EQ(scalar.numel(), 1);
+  EXPECT_EQ(scalar.nbytes(), 8u);
+  EXPECT_TRUE(scalar.is_contiguous());
+  EXPECT_NE(scalar.data_ptr(), nullptr);
+
+  Tensor none = Tensor::empty({0, 3}, DType::Float32);
+  EXPECT_EQ(none.numel(), 0);
+  EXPECT_EQ(none.nbytes(), 0u);
+  EXPECT_EQ(none.strides(), (Shape{3, 1}));
+  EXPECT_TRUE(none.is_contiguous());
+}
+
+TEST(Tensor, StrFormat) {
+  EXPECT_EQ(Tensor::empty({2, 3}, DType::Float32).str(),
+            "Tensor(shape=[2, 3], dtype=float32, device=cpu)");
+  EXPECT_EQ(Tensor::empty({}, DType::BFloat16).str(),
+            "Tensor(shape=[], dtype=bfloat16, device=cpu)");
+  float dummy = 0;
+  EXPECT_EQ(Tensor::from_blob(&dummy, {1}, DType::Float8E4M3, Device::cuda(1)).str(),
+            "Tensor(shape=[1], dtype=float8_e4m3fn, device=cuda:1)");
+  EXPECT_EQ(Tensor().str(), "Tensor(undefined)");
+}
+
+TEST(Tensor, BadArgumentsThrowInvalidArgument) {
+  expect_invalid([] { Tensor::empty({2, -1}, DType::Float32); }, "-1");
+  expect_invalid([] { Tensor::empty({1LL << 62, 1LL << 62}, DType::Float32); }, "overflow");
+  expect_invalid([] { Tensor::empty({1LL << 62}, DType::Float64); }, "overflow");
+  Tensor t = Tensor::empty({2, 3}, DType::Float32);
+  expect_invalid([&] { t.size(2); }, "dim 2");
+  expect_invalid([&] { t.size(-3); }, "dim -3");
+  expect_invalid([&] { t.stride(5); }, "dim 5");
+  expect_invalid([] { Tensor::empty({}, DType::Float32).size(0); }, "0-d");
+  expect_invalid([] { Tensor::from_blob(nullptr, {4}, DType::Float32); }, "null data pointer");
+  float buf[4];
+  expect_invalid([&] { Tensor::from_blob(buf, {2, 2}, {2}, DType::Float32); }, "strides");
+  expect_invalid([&] { Tensor::from_blob(buf, {2, 2}, {-2, 1}, DType::Float32); }, "-2");
+  expect_invalid([&] { Tensor::from_blob(buf, {-4}, DType::Float32); }, "-4");
+  expect_invalid([&] { Tensor::from_blob(buf, {4}, DType::Float32, Device::cuda(-1)); },
+                 "device index -1");
+}
+
+TEST(Tensor, UndefinedTensorThrows) {
+  Tensor t;
+  EXPECT_FALSE(t.defined());
+  expect_invalid([&] { t.data_ptr(); }, "undefined");
+  expect_invalid([&] { t.size(0); }, "undefined");
+  expect_invalid([&] { t.narrow(0, 0, 1); }, "undefined");
+  expect_invalid([&] { t.movedim(0, 0); }, "undefined");
+  expect_invalid([&] { t.reshape({1}); }, "undefined");
+  expect_invalid([&] { t.contiguous(); }, "undefined");
+  expect_invalid([&] { t.clone(); }, "undefined");
+  expect_invalid([&] { t.to_dlpack(); }, "undefined");
+  Tensor dst = Tensor::empty({1}, DType::Float32);
+  expect_invalid([&] { dst.copy_from(t); }, "undefined");
+}
+
+TEST(Tensor, FromBlobWithoutDeleterIsAView) {
+  std::vector<std::int32_t> engine_memory = {1, 2, 3, 4, 5, 6};
+  Tensor t = Tensor::from_blob(engine_memory.data(), {2, 3}, DType::Int32);
+  EXPECT_EQ(t.data_ptr(), engine_memory.data());
+  EXPECT_EQ(t.strides(), (Shape{3, 1}));
+  t.data_ptr<std::int32_t>()[4] = 50;
+  EXPECT_EQ(engine_memory[4], 50);
+}
+
+TEST(Tensor, FromBlobDeleterRunsOnceWhenLastReferenceDies) {
+  int calls = 0;
+  void* seen = nullptr;
+  auto* memory = new std::int64_t[12];
+  {
+    Tensor t = Tensor::from_blob(memory, {3, 4}, DType::Int64, Device::cpu(), [&](void* p) {
+      ++calls;
+      seen = p;
+      delete[] static_cast<std::int64_t*>(p);
+    });
+    Tensor copy = t;
+    Tensor view = t.narrow(1, 1, 2).movedim(0, 1);
+    t = Tensor();
+    copy = Tensor();
+    EXPECT_EQ(calls, 0);  // `view` still refers to the memory
+    EXPECT_EQ(view.data_ptr(), memory + 1);
+  }
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, memory);
+}
+
+TEST(Tensor, FromBlobWithStrides) {
+  // A 3x2 column-major view of 6 floats: element [i][j] lives at i + 3j.
+  float memory[6] = {0, 1, 2, 3, 4, 5};
+  Tensor t = Tensor::from_blob(memory, {3, 2}, {1, 3}, DType::Float32);
+  EXPECT_EQ(t.strides(), (Shape{1, 3}));
+  EXPECT_FALSE(t.is_contiguous());
+  Tensor compact = t.contiguous();  // held: the copy's memory lives as long as it does
+  EXPECT_EQ(compact.shape(), (Shape{3, 2}));
+  const float* c = compact.data_ptr<float>();
+  const float expected[6] = {0, 3, 1, 4, 2, 5};
+  for (int i = 0; i < 6; ++i) EXPECT_EQ(c[i], expected[i]) << i;
+}
+
+TEST(Tensor, FromBlobNullPointerAllowedForEmptyShape) {
+  Tensor t = Tensor::from_blob(nullptr, {0, 4}, DType::Float32);
+  EXPECT_EQ(t.numel(), 0);
+  EXPECT_EQ(t.data_ptr(), nullptr);
+  EXPECT_EQ(t.clone().numel(), 0);
+}
+
+TEST(Tensor, DeleterExceptionsAreSwallowed) {
+  float x = 0;
+  {
+    Tensor t = Tensor::from_blob(&x, {1}, DType::Float32, Device::cpu(),
+                                 [](void*) { throw std::runtime_error("engine deleter failed"); });
+  }
+  SUCCEED();  // reaching here means the destructor did not propagate (or terminate)
+}
+
+// ---- allocators -----------------------------------------------------------------------------
+
+/// Host-memory allocator that records every call; used for CPU and, pretending, for CUDA.
+class CountingAllocator : public Allocator {
+ public:
+  void* allocate(std::size_t nbytes, Device device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++allocations;
+    last_device = device;
+    last_nbytes = nbytes;
+    void* p = ::operator new(nbytes == 0 ? 1 : nbytes);
+    live.push_back(p);
+    return p;
+  }
+  void deallocate(void* ptr, std::size_t nbytes, Device device) override {
+    std::lock_guard<std::mutex> lock(mutex_);
+    ++deallocations;
+    freed_nbytes += nbytes;
+    freed_device = device;
+    ::operator delete(ptr);
+  }
+
+  int allocations = 0;
+  int deallocations = 0;
+  std::size_t last_nbytes = 0;
+  std::size_t freed_nbytes = 0;
+  Device last_device;
+  Device freed_device;
+  std::vector<void*> live;
+
+ private:
+  std::mutex mutex_;
+};
+
+/// Restores the default allocators when a test ends, whatever it installed.
+class AllocatorTest : public ::testing::Test {
+ protected:
+  void TearDown() override {
+    set_allocator(DeviceType::CPU, nullptr);
+    set_allocator(DeviceType::CUDA, nullptr);
+  }
+};
+
+TEST_F(AllocatorTest, CpuDefaultIsInstalledAndCudaHasNone) {
+  EXPECT_NE(get_allocator(DeviceType::CPU), nullptr);
+  EXPECT_EQ(get_allocator(DeviceType::CUDA), nullptr);
+  expect_invalid([] { Tensor::empty({4}, DType::Float32, Device::cuda(0)); },
+                 "no allocator registered for cuda; install one with set_allocator");
+}
+
+TEST_F(AllocatorTest, CpuAllocatorAlignsAndHandlesZeroBytes) {
+  CpuAllocator allocator;
+  for (std::size_t n : {0u, 1u, 63u, 64u, 65u, 1000u}) {
+    void* p = allocator.allocate(n, Device::cpu());
+    ASSERT_NE(p, nullptr) << n;
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % 64, 0u) << n;
+    std::memset(p, 0xAB, n);
+    allocator.deallocate(p, n, Device::cpu());
+  }
+  void* a = allocator.allocate(0, Device::cpu());
+  void* b = allocator.allocate(0, Device::cpu());
+  EXPECT_NE(a, b);
+  allocator.deallocate(a, 0, Device::cpu());
+  allocator.deallocate(b, 0, Device::cpu());
+  EXPECT_THROW(allocator.allocate(SIZE_MAX - 10, Device::cpu()), std::bad_alloc);
+}
+
+TEST_F(AllocatorTest, TensorsReturnMemoryToTheirAllocator) {
+  auto counting = std::make_shared<CountingAllocator>();
+  set_allocator(DeviceType::CPU, counting);
+  EXPECT_EQ(get_allocator(DeviceType::CPU), counting);
+  {
+    Tensor t = Tensor::empty({3, 5}, DType::Float16);
+    EXPECT_EQ(counting->allocations, 1);
+    EXPECT_EQ(counting->last_nbytes, 30u);
+    EXPECT_EQ(t.data_ptr(), counting->live.back());
+    Tensor view = t.narrow(0, 1, 1);
+    // Replacing the allocator must not redirect memory already handed out.
+    set_allocator(DeviceType::CPU, nullptr);
+    t = Tensor();
+    EXPECT_EQ(counting->deallocations, 0);
+  }
+  EXPECT_EQ(counting->deallocations, 1);
+  EXPECT_EQ(counting->freed_nbytes, 30u);
+}
+
+TEST_F(AllocatorTest, CudaTensorsUseTheInstalledCudaAllocator) {
+  auto fake_cuda = std::make_shared<CountingAllocator>();
+  set_allocator(DeviceType::CUDA, fake_cuda);
+  {
+    Tensor t = Tensor::empty({4, 2}, DType::BFloat16, Device::cuda(1));
+    EXPECT_EQ(t.device(), Device::cuda(1));
+    EXPECT_EQ(fake_cuda->last_device, Device::cuda(1));
+    EXPECT_EQ(fake_cuda->last_nbytes, 16u);
+    // Views and contiguous-of-contiguous need no copy and work on any device.
+    EXPECT_EQ(t.contiguous().data_ptr(), t.data_ptr());
+    EXPECT_EQ(t.reshape({8}).data_ptr(), t.data_ptr());
+    // Copies need device kernels that this layer does not have.
+    expect_invalid([&] { t.clone(); }, "not supported");
+    expect_invalid([&] { t.movedim(0, 1).contiguous(); }, "not supported");
+    expect_invalid([&] { t.movedim(0, 1).reshape({8}); }, "not supported");
+    Tensor host = Tensor::empty({4, 2}, DType::BFloat16);
+    expect_invalid([&] { host.copy_from(t); }, "not supported");
+    expect_invalid([&] { t.copy_from(host); }, "not supported");
+  }
+  EXPECT_EQ(fake_cuda->deallocations, 1);
+  EXPECT_EQ(fake_cuda->freed_device, Device::cuda(1));
+}
+
+TEST_F(AllocatorTest, ZeroByteTensorsGoThroughTheAllocator) {
+  auto counting = std::make_shared<CountingAllocator>();
+  set_allocator(DeviceType::CPU, counting);
+  { Tensor t = Tensor::empty({0}, DType::Float32); }
+  EXPECT_EQ(counting->allocations, 1);
+  EXPECT_EQ(counting->deallocations, 1);
+  EXPECT_EQ(counting->last_nbytes, 0u);
+}
+
+TEST_F(AllocatorTest, SetAndGetFromManyThreads) {
+  auto a = std::make_shared<CountingAllocator>();
+  auto b = std::make_shared<CountingAllocator>();
+  std::atomic<int> failures{0};
+  std::vector<std::thread> threads;
+  for (int i = 0; i < 4; ++i) {
+    threads.emplace_back([&, i] {
+      for (int k = 0; k < 500; ++k) {
+        set_allocator(DeviceType::CPU, (k + i) % 2 ? a : b);
+        Tensor t = Tensor::empty({16}, DType::Float32);
+        if (t.data_ptr() == nullptr) ++failures;
+      }
+    });
+  }
+  for (std::thread& t : threads) t.join();
+  EXPECT_EQ(failures.load(), 0);
+  EXPECT_EQ(a->allocations + b->allocations, 2000);
+  EXPECT_EQ(a->allocations, a->deallocations);
+  EXPECT_EQ(b->allocations, b->deallocations);
+}
+
+}  // namespace
+}  // namespace groupcoord
