@@ -12,9 +12,15 @@ function(run_step description)
 endfunction()
 
 run_step("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
+# A sanitized library needs a sanitized executable (the ASan runtime must come first).
+set(consumer_flags "")
+if(SANITIZE)
+  set(consumer_flags "-DCMAKE_CXX_FLAGS=-fsanitize=${SANITIZE}"
+                     "-DCMAKE_EXE_LINKER_FLAGS=-fsanitize=${SANITIZE}")
+endif()
 run_step("configure consumer" ${CMAKE_COMMAND} -S "${CONSUMER_DIR}" -B "${WORK_DIR}/build"
          -G "${GENERATOR}" "-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix"
-         "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}")
+         "-DCMAKE_CUDA_COMPILER=${CUDA_COMPILER}" ${consumer_flags})
 run_step("build consumer" ${CMAKE_COMMAND} --build "${WORK_DIR}/build")
 run_step("run consumer" "${WORK_DIR}/build/consumer")
 if(NOT step_output MATCHES "consumer: ok")
