@@ -7,7 +7,9 @@
 //   env:// under mpirun/srun/mpiexec on ONE node with nothing else set: a single-node rendezvous.
 //       Rank 0 starts a TcpStore on 127.0.0.1 with an ephemeral port and publishes its address in a
 //       FileStore directory that only this job can name:
-//         $GROUPCOORD_RENDEZVOUS_DIR (default /tmp/groupcoord-rdzv-<uid>)/<launcher>-<job id>-<ppid>-<ppid start time>
+//         $GROUPCOORD_RENDEZVOUS_DIR (default /tmp/groupcoord-rdzv-<uid>)/
+//             <launcher>-<job id>-<ppid>-<ppid start time>-<n>
+//       (n counts the rendezvous this process has made, so a second world gets a fresh directory)
 //       All ranks of one launch share the launcher's process as parent, so the key is the same for
 //       them and different for every other job, including jobs running at the same time and later
 //       jobs that reuse a pid. The directory is removed once every rank has connected.

@@ -1,5 +1,7 @@
 #include "groupcoord/rendezvous.h"
 
+#include <map>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -71,13 +73,25 @@ void wait_for_all_ranks(Store& store, int rank, int world_size, std::chrono::mil
   store.wait(keys, timeout);
 }
 
+// How many single-node rendezvous this rank of this job has started in this process. Every rank
+// performs the same sequence of rendezvous (it is collective), so the count agrees across ranks and
+// names a fresh directory each time: a second world never reads the first one's address. Keyed by
+// rank too, so ranks running as threads of one process count independently.
+int next_rendezvous_generation(const std::string& job_key, int rank) {
+  static std::mutex mutex;
+  static std::map<std::string, int> generations;
+  std::lock_guard<std::mutex> lock(mutex);
+  return generations[job_key + "#" + std::to_string(rank)]++;
+}
+
 // See rendezvous.h: a FileStore directory only this launch can name publishes the address of an
 // ephemeral-port TcpStore hosted by rank 0.
 std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
                                               RendezvousResult& out,
                                               std::chrono::milliseconds timeout) {
-  std::string dir = bootstrap_detail::rendezvous_base_dir(env) + "/" +
-                    bootstrap_detail::single_node_job_key(launcher);
+  const std::string job_key = bootstrap_detail::single_node_job_key(launcher);
+  std::string dir = bootstrap_detail::rendezvous_base_dir(env) + "/" + job_key + "-" +
+                    std::to_string(next_rendezvous_generation(job_key, out.rank));
   FileStore files(dir, timeout);
   std::shared_ptr<Store> store;
   if (out.rank == 0) {

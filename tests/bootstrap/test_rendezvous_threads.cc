@@ -133,6 +133,28 @@ TEST(RendezvousThreads, SingleNodeMpirunWithNothingElseSetCleansUp) {
   EXPECT_TRUE(directory_is_empty(dir.path())) << "the rendezvous directory was left behind";
 }
 
+TEST(RendezvousThreads, SecondWorldInTheSameJobMeetsFreshly) {
+  // The first world stays alive (its store server too) while the same ranks meet again, as a
+  // test harness and an engine's own init_distributed_environment do under one mpirun.
+  TempDir dir;
+  const int world = 3;
+  run_ranks_on_threads(world, [&](int rank) {
+    RendezvousOptions options;
+    options.timeout = std::chrono::seconds(30);
+    auto env = fake_env(open_mpi_env(rank, world, dir.path(), "twice"));
+    RendezvousResult first = rendezvous(options, env);
+    RendezvousResult second = rendezvous(options, env);
+    EXPECT_NE(first.description, second.description);
+    // The second world's store is not the first one's: a key set in one is absent in the other.
+    if (rank == 0) second.store->set("only-in-second", "1");
+    second.store->wait({"only-in-second"});
+    EXPECT_FALSE(first.store->check({"only-in-second"}));
+    exchange_through_store(second);
+    exchange_through_store(first);
+  });
+  EXPECT_TRUE(directory_is_empty(dir.path()));
+}
+
 TEST(RendezvousThreads, TwoConcurrentJobsWithDifferentIdsDoNotMix) {
   TempDir dir;
   std::atomic<int> done{0};
