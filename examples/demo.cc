@@ -1,165 +1,390 @@
-// The main job until the GroupCoordinator lands: 4 processes under mpirun meet through the
-// rendezvous (no variables needed), build the world group and the subgroups a TP=2 x PP=2 layout
-// uses, run the collectives an engine leans on, check every result against a value computed
-// locally, and print PASS or FAIL with a small timing table.
+// The main job: a tensor- and pipeline-parallel MLP forward pass run the way an inference engine
+// runs one, on groupcoord's parallel_state and GroupCoordinator.
 //
-//   mpirun -np 4 build/examples/groupcoord_demo
+//   mpirun -np 4 build/examples/groupcoord_demo     TP=2 x PP=2 (2 ranks: TP=2; 1 rank: no split)
+//   mpirun -np 8 build/examples/groupcoord_demo --tp=4 --pp=2 --steps=10
+//
+// Every step: world rank 0 broadcasts the scheduler's metadata (broadcast_object); pipeline stage 0
+// embeds the batch; every stage runs one MLP block — a column-parallel matmul (each TP rank holds a
+// column shard of W1) then all_gather along the last dim, tanh, a row-parallel matmul (a row shard
+// of W2) then all_reduce, plus the residual; a stage hands its activations and the step id to the
+// next with send_tensor_dict / recv_tensor_dict. The last stage checks its output against the whole
+// model computed in one process (weights come from a seeded generator, so every rank can). Rank 0
+// prints the group layout, PASS or FAIL and the mean time per op; the exit status is 0 only when
+// every rank passed.
 #include <chrono>
+#include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <cstdlib>
+#include <cstring>
 #include <exception>
-#include <functional>
+#include <optional>
+#include <stdexcept>
 #include <string>
+#include <utility>
+#include <variant>
 #include <vector>
 
+#include "groupcoord/group_coordinator.h"
 #include "groupcoord/groupcoord.h"
+#include "groupcoord/parallel_state.h"
+#include "groupcoord/tensor_dict.h"
 
 namespace gc = groupcoord;
 
 namespace {
 
-struct Timing {
-  std::string op;
-  double micros;
+// ---- configuration --------------------------------------------------------------------------
+
+struct Config {
+  int tp = 0;  ///< 0: picked from the world size
+  int pp = 0;
+  int steps = 5;                                ///< timed steps (after one warm-up step)
+  int hidden = 64;                              ///< H
+  int vocab = 97;                               ///< embedding rows
+  int intermediate() const { return 64 * tp; }  ///< I, divisible by TP
 };
 
-// Runs `body` `repeats` times and records the mean time per call.
-void timed(std::vector<Timing>& table, const std::string& op, int repeats,
-           const std::function<void()>& body) {
-  auto start = std::chrono::steady_clock::now();
-  for (int i = 0; i < repeats; ++i) body();
-  auto elapsed = std::chrono::steady_clock::now() - start;
-  table.push_back({op, std::chrono::duration<double, std::micro>(elapsed).count() / repeats});
+int parse_flag(const char* arg, const char* name) {
+  const std::size_t length = std::strlen(name);
+  if (std::strncmp(arg, name, length) != 0) return -1;
+  return std::atoi(arg + length);
 }
 
-// Subgroups over world ranks laid out as [PP][TP]: TP groups are rows, PP groups are columns.
-std::vector<std::vector<int>> tp_groups(int world, int tp) {
-  std::vector<std::vector<int>> groups;
-  for (int first = 0; first < world; first += tp) {
-    std::vector<int> ranks;
-    for (int r = first; r < first + tp; ++r) ranks.push_back(r);
-    groups.push_back(ranks);
-  }
-  return groups;
-}
-
-std::vector<std::vector<int>> pp_groups(int world, int tp) {
-  std::vector<std::vector<int>> groups;
-  for (int column = 0; column < tp; ++column) {
-    std::vector<int> ranks;
-    for (int r = column; r < world; r += tp) ranks.push_back(r);
-    groups.push_back(ranks);
-  }
-  return groups;
-}
-
-// Creates every group of a layout (collective) and returns the one this rank belongs to.
-std::shared_ptr<gc::ProcessGroup> make_groups(gc::ProcessGroup& world,
-                                              const std::vector<std::vector<int>>& layout,
-                                              const std::string& name) {
-  std::shared_ptr<gc::ProcessGroup> mine;
-  for (std::size_t i = 0; i < layout.size(); ++i) {
-    gc::ProcessGroupOptions options;
-    options.name = name + ":" + std::to_string(i);
-    options.timeout = world.timeout();
-    auto group = world.new_group(layout[i], options);
-    if (group) mine = group;
-  }
-  return mine;
-}
-
-int check(bool ok, const std::string& what, int rank) {
-  if (!ok) std::fprintf(stderr, "[rank %d] FAILED: %s\n", rank, what.c_str());
-  return ok ? 0 : 1;
-}
-
-int run(int& rank_out) {
-  gc::RendezvousOptions rdzv_options;
-  rdzv_options.timeout = std::chrono::seconds(60);
-  gc::RendezvousResult rdzv = gc::rendezvous(rdzv_options);
-  const int rank = rank_out = rdzv.rank;
-  const int world_size = rdzv.world_size;
-  const int tp = world_size % 2 == 0 ? 2 : 1;
-
-  gc::ProcessGroupOptions world_options;
-  world_options.name = "world";
-  world_options.timeout = std::chrono::seconds(60);
-  world_options.single_node = rdzv.single_node;
-  auto world = gc::ProcessGroup::create_world(rdzv.store, rank, world_size, world_options);
-  auto tp_group = make_groups(*world, tp_groups(world_size, tp), "tp");
-  auto pp_group = make_groups(*world, pp_groups(world_size, tp), "pp");
-
-  int failures = 0;
-  std::vector<Timing> table;
-
-  // all_reduce in the TP group: sum of (world rank + 1) over its members.
-  std::vector<float> partial(4096);
-  float expected_sum = 0;
-  for (int r : tp_group->world_ranks()) expected_sum += static_cast<float>(r + 1);
-  timed(table, "tp all_reduce 16 KiB f32", 50, [&] {
-    std::fill(partial.begin(), partial.end(), static_cast<float>(rank + 1));
-    tp_group->all_reduce(partial.data(), partial.size(), gc::DType::Float32);
-  });
-  failures += check(partial.front() == expected_sum && partial.back() == expected_sum,
-                    "tp all_reduce", rank);
-
-  // all_gather in the TP group: block r holds its member's world rank.
-  std::vector<std::int32_t> mine(256, rank), gathered(256 * tp_group->size());
-  timed(table, "tp all_gather 1 KiB/rank i32", 50, [&] {
-    tp_group->all_gather(mine.data(), gathered.data(), mine.size(), gc::DType::Int32);
-  });
-  for (int r = 0; r < tp_group->size(); ++r) {
-    failures += check(gathered[r * 256] == tp_group->world_ranks()[r], "tp all_gather", rank);
-  }
-
-  // Stage-to-stage send/recv along the PP group, then a broadcast of a "scheduler decision".
-  std::vector<double> activation(1024);
-  timed(table, "pp send/recv 8 KiB f64", 20, [&] {
-    if (pp_group->size() < 2) return;
-    if (pp_group->rank() == 0) {
-      for (std::size_t i = 0; i < activation.size(); ++i) activation[i] = rank * 1000.0 + i;
-      pp_group->send(activation.data(), activation.size() * sizeof(double), 1);
-    } else if (pp_group->rank() == 1) {
-      pp_group->recv(activation.data(), activation.size() * sizeof(double), 0);
+Config parse_args(int argc, char** argv) {
+  Config config;
+  for (int i = 1; i < argc; ++i) {
+    const int tp = parse_flag(argv[i], "--tp="), pp = parse_flag(argv[i], "--pp=");
+    const int steps = parse_flag(argv[i], "--steps=");
+    if (tp < 0 && pp < 0 && steps < 0) {
+      throw std::invalid_argument(std::string("unknown argument ") + argv[i] +
+                                  " (expected --tp=N --pp=N --steps=N)");
     }
+    if (tp >= 0) config.tp = tp;
+    if (pp >= 0) config.pp = pp;
+    if (steps >= 0) config.steps = steps;
+  }
+  return config;
+}
+
+// TP=2 x PP=2 at 4 ranks; otherwise two stages when the world splits evenly in at least 4, and
+// TP over the rest.
+void pick_sizes(Config& config, int world_size) {
+  if (config.pp == 0) config.pp = (world_size >= 4 && world_size % 2 == 0) ? 2 : 1;
+  if (config.tp == 0) config.tp = world_size / config.pp;
+}
+
+// ---- the scheduler's metadata (bytes, as a Python engine would pickle it) -------------------
+
+struct Schedule {
+  int batch_size = 0;
+  std::uint64_t seed = 0;
+  int step = 0;
+};
+
+gc::Bytes encode(const Schedule& s) {
+  return "batch_size=" + std::to_string(s.batch_size) + ";seed=" + std::to_string(s.seed) +
+         ";step=" + std::to_string(s.step);
+}
+
+Schedule decode(const gc::Bytes& bytes) {
+  Schedule s;
+  unsigned long long seed = 0;
+  if (std::sscanf(bytes.c_str(), "batch_size=%d;seed=%llu;step=%d", &s.batch_size, &seed,
+                  &s.step) != 3) {
+    throw std::runtime_error("bad schedule bytes '" + bytes + "'");
+  }
+  s.seed = seed;
+  return s;
+}
+
+// ---- deterministic weights --------------------------------------------------------------------
+
+std::uint64_t splitmix64(std::uint64_t x) {
+  x += 0x9e3779b97f4a7c15ULL;
+  x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ULL;
+  x = (x ^ (x >> 27)) * 0x94d049bb133111ebULL;
+  return x ^ (x >> 31);
+}
+
+// Uniform in [-1, 1), a pure function of (seed, what, layer, row, column).
+float uniform(std::uint64_t seed, std::uint64_t what, std::uint64_t layer, std::uint64_t row,
+              std::uint64_t column) {
+  std::uint64_t h = splitmix64(
+      seed ^ splitmix64(what ^ splitmix64(layer ^ splitmix64(row ^ splitmix64(column)))));
+  return static_cast<float>(static_cast<double>(h >> 11) / 9007199254740992.0 * 2.0 - 1.0);
+}
+
+enum What : std::uint64_t { kEmbedding = 1, kW1 = 2, kW2 = 3, kToken = 4 };
+
+// A rows x columns float32 matrix whose (r, c) element is value(r, c).
+template <typename Value>
+gc::Tensor make_matrix(std::int64_t rows, std::int64_t columns, Value value) {
+  gc::Tensor t = gc::Tensor::empty({rows, columns}, gc::DType::Float32);
+  float* data = t.data_ptr<float>();
+  for (std::int64_t r = 0; r < rows; ++r) {
+    for (std::int64_t c = 0; c < columns; ++c) data[r * columns + c] = value(r, c);
+  }
+  return t;
+}
+
+// Columns [first, first + count) of layer `layer`'s W1 (H x I), scaled by 1/sqrt(H).
+gc::Tensor w1_columns(const Config& config, std::uint64_t seed, int layer, int first, int count) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config.hidden));
+  return make_matrix(config.hidden, count, [&](std::int64_t r, std::int64_t c) {
+    return scale * uniform(seed, kW1, layer, r, first + c);
   });
-  if (pp_group->size() >= 2 && pp_group->rank() == 1) {
-    double sender = pp_group->world_ranks()[0];
-    failures += check(activation[7] == sender * 1000.0 + 7, "pp send/recv", rank);
+}
+
+// Rows [first, first + count) of layer `layer`'s W2 (I x H), scaled by 1/sqrt(I).
+gc::Tensor w2_rows(const Config& config, std::uint64_t seed, int layer, int first, int count) {
+  const float scale = 1.0f / std::sqrt(static_cast<float>(config.intermediate()));
+  return make_matrix(count, config.hidden, [&](std::int64_t r, std::int64_t c) {
+    return scale * uniform(seed, kW2, layer, first + r, c);
+  });
+}
+
+// The batch's token ids embedded: B x H.
+gc::Tensor embed(const Config& config, const Schedule& s) {
+  return make_matrix(s.batch_size, config.hidden, [&](std::int64_t b, std::int64_t h) {
+    std::uint64_t token = splitmix64(s.seed ^ splitmix64(kToken ^ splitmix64(s.step * 4096 + b)));
+    return uniform(s.seed, kEmbedding, 0, token % config.vocab, h);
+  });
+}
+
+// ---- tiny CPU kernels -------------------------------------------------------------------------
+
+gc::Tensor matmul(const gc::Tensor& a_in, const gc::Tensor& b_in) {
+  gc::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  const std::int64_t m = a.size(0), k = a.size(1), n = b.size(1);
+  gc::Tensor out = gc::Tensor::empty({m, n}, gc::DType::Float32);
+  const float *pa = a.data_ptr<float>(), *pb = b.data_ptr<float>();
+  float* po = out.data_ptr<float>();
+  for (std::int64_t i = 0; i < m; ++i) {
+    for (std::int64_t j = 0; j < n; ++j) {
+      float sum = 0;
+      for (std::int64_t p = 0; p < k; ++p) sum += pa[i * k + p] * pb[p * n + j];
+      po[i * n + j] = sum;
+    }
+  }
+  return out;
+}
+
+void tanh_in_place(gc::Tensor& t) {
+  float* data = t.data_ptr<float>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) data[i] = std::tanh(data[i]);
+}
+
+gc::Tensor add(const gc::Tensor& a_in, const gc::Tensor& b_in) {
+  gc::Tensor a = a_in.contiguous(), b = b_in.contiguous();
+  gc::Tensor out = gc::Tensor::empty(a.shape(), gc::DType::Float32);
+  for (std::int64_t i = 0; i < a.numel(); ++i) {
+    out.data_ptr<float>()[i] = a.data_ptr<float>()[i] + b.data_ptr<float>()[i];
+  }
+  return out;
+}
+
+// ---- timing -------------------------------------------------------------------------------------
+
+const std::vector<std::string> kOps = {"broadcast_object", "all_gather", "all_reduce",
+                                       "send_tensor_dict", "recv_tensor_dict"};
+
+struct OpTimes {
+  std::vector<double> total_us = std::vector<double>(kOps.size(), 0.0);
+  std::vector<double> calls = std::vector<double>(kOps.size(), 0.0);
+  bool enabled = false;
+
+  template <typename Body>
+  auto time(std::size_t op, Body body) -> decltype(body()) {
+    auto start = std::chrono::steady_clock::now();
+    auto result = body();
+    if (enabled) {
+      total_us[op] +=
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
+              .count();
+      calls[op] += 1;
+    }
+    return result;
+  }
+};
+enum Op : std::size_t { kBroadcastObject, kAllGather, kAllReduce, kSendDict, kRecvDict };
+
+// ---- the engine step ----------------------------------------------------------------------------
+
+struct StageWeights {
+  gc::Tensor w1;  ///< H x I/TP: this TP rank's columns
+  gc::Tensor w2;  ///< I/TP x H: this TP rank's rows
+};
+
+StageWeights load_shard(const Config& config, std::uint64_t seed, int stage, int tp_rank) {
+  const int shard = config.intermediate() / config.tp;
+  return {w1_columns(config, seed, stage, tp_rank * shard, shard),
+          w2_rows(config, seed, stage, tp_rank * shard, shard)};
+}
+
+// One MLP block across the TP group: x + (tanh(x W1) W2).
+gc::Tensor mlp_block(const gc::Tensor& x, const StageWeights& w, gc::GroupCoordinator& tp,
+                     OpTimes& times) {
+  gc::Tensor local = matmul(x, w.w1);                                                  // B x I/TP
+  gc::Tensor full = times.time(kAllGather, [&] { return tp.all_gather(local, -1); });  // B x I
+  tanh_in_place(full);
+  const std::int64_t shard = w.w2.size(0);
+  gc::Tensor mine = full.narrow(1, tp.rank_in_group() * shard, shard);
+  gc::Tensor partial = matmul(mine, w.w2);  // B x H, a partial sum
+  gc::Tensor sum = times.time(kAllReduce, [&] { return tp.all_reduce(partial); });
+  return add(x, sum);
+}
+
+// The whole model in this process: the reference the last stage compares against.
+gc::Tensor reference_forward(const Config& config, const Schedule& s) {
+  gc::Tensor x = embed(config, s);
+  for (int layer = 0; layer < config.pp; ++layer) {
+    gc::Tensor h = matmul(x, w1_columns(config, s.seed, layer, 0, config.intermediate()));
+    tanh_in_place(h);
+    x = add(x, matmul(h, w2_rows(config, s.seed, layer, 0, config.intermediate())));
+  }
+  return x;
+}
+
+int count_mismatches(const gc::Tensor& got, const gc::Tensor& want) {
+  if (got.shape() != want.shape()) return 1;
+  gc::Tensor g = got.contiguous();
+  int bad = 0;
+  for (std::int64_t i = 0; i < want.numel(); ++i) {
+    const float a = g.data_ptr<float>()[i], b = want.data_ptr<float>()[i];
+    if (!(std::fabs(a - b) <= 1e-4f + 1e-4f * std::fabs(b))) ++bad;
+  }
+  return bad;
+}
+
+// One forward step on this rank; returns the number of problems it found.
+int run_step(const Config& config, int step, OpTimes& times) {
+  gc::GroupCoordinator& world = gc::get_world_group();
+  gc::GroupCoordinator& tp = gc::get_tp_group();
+  gc::GroupCoordinator& pp = gc::get_pp_group();
+
+  std::optional<gc::Bytes> decision;
+  if (world.rank_in_group() == 0) decision = encode(Schedule{8, 20240601, step});
+  const Schedule s =
+      decode(times.time(kBroadcastObject, [&] { return world.broadcast_object(decision, 0); }));
+  int problems = s.step == step ? 0 : 1;
+
+  gc::Tensor x;
+  if (pp.is_first_rank()) {
+    x = embed(config, s);
+  } else {
+    gc::TensorDict received =
+        *times.time(kRecvDict, [&] { return pp.recv_tensor_dict(std::nullopt, &tp); });
+    const gc::TensorDictValue* step_id = gc::find_value(received, "step");
+    problems += (step_id && std::holds_alternative<gc::Bytes>(*step_id) &&
+                 std::get<gc::Bytes>(*step_id) == std::to_string(step))
+                    ? 0
+                    : 1;
+    x = *gc::find_tensor(received, "hidden_states");
   }
 
-  std::vector<std::int64_t> decision(8, rank == 0 ? 42 : -1);
-  timed(table, "world broadcast 64 B i64", 50, [&] {
-    if (rank != 0) std::fill(decision.begin(), decision.end(), -1);
-    world->broadcast(decision.data(), decision.size(), gc::DType::Int64, 0);
-  });
-  failures += check(decision[3] == 42, "world broadcast", rank);
+  const StageWeights weights = load_shard(config, s.seed, pp.rank_in_group(), tp.rank_in_group());
+  x = mlp_block(x, weights, tp, times);
 
-  timed(table, "world barrier", 50, [&] { world->barrier(); });
-
-  // Everybody learns whether anybody failed.
-  std::int32_t total_failures = failures;
-  world->all_reduce(&total_failures, 1, gc::DType::Int32);
-
-  if (rank == 0) {
-    std::printf("groupcoord demo: %d ranks, %s\n", world_size, rdzv.description.c_str());
-    std::printf("  TP groups of %d, PP groups of %d\n", tp_group->size(), pp_group->size());
-    std::printf("  %-32s %12s\n", "op", "us/call");
-    for (const auto& row : table) std::printf("  %-32s %12.1f\n", row.op.c_str(), row.micros);
-    std::printf("%s\n", total_failures == 0 ? "PASS" : "FAIL");
+  if (!pp.is_last_rank()) {
+    gc::TensorDict outgoing = {{"hidden_states", x}, {"step", gc::Bytes(std::to_string(step))}};
+    times.time(kSendDict, [&] { return pp.send_tensor_dict(outgoing, std::nullopt, &tp); });
+  } else {
+    const int bad = count_mismatches(x, reference_forward(config, s));
+    if (bad != 0)
+      std::fprintf(stderr,
+                   "[rank %d] step %d: %d output elements differ from the "
+                   "reference\n",
+                   world.rank(), step, bad);
+    problems += bad;
   }
-  world->barrier();  // rank 0 hosts the store: keep it up until everybody is done
-  tp_group->destroy();
-  pp_group->destroy();
-  world->destroy();
-  return total_failures == 0 ? 0 : 1;
+  return problems;
+}
+
+// ---- reporting ----------------------------------------------------------------------------------
+
+std::string ranks_text(const std::vector<std::vector<int>>& groups) {
+  std::string text;
+  for (const auto& group : groups) {
+    text += " [";
+    for (std::size_t i = 0; i < group.size(); ++i)
+      text += (i ? "," : "") + std::to_string(group[i]);
+    text += "]";
+  }
+  return text;
+}
+
+void print_layout(const Config& config) {
+  std::printf("groupcoord demo: %d ranks, TP=%d x PP=%d, backend %s, %d node(s)\n",
+              gc::get_world_group().world_size(), config.tp, config.pp,
+              gc::get_world_group().backend().c_str(), gc::get_node_count());
+  const std::vector<std::pair<const char*, gc::GroupCoordinator*>> kinds = {
+      {"world", &gc::get_world_group()}, {"tp", &gc::get_tp_group()}, {"pp", &gc::get_pp_group()},
+      {"dp", &gc::get_dp_group()},       {"ep", &gc::get_ep_group()}, {"dcp", &gc::get_dcp_group()},
+      {"pcp", &gc::get_pcp_group()}};
+  for (const auto& [name, group] : kinds) {
+    std::printf("  %-6s%s\n", name, ranks_text(group->group_ranks()).c_str());
+  }
+}
+
+// Sums every rank's timings and problem count over the world (a Gloo collective).
+void combine(OpTimes& times, int& problems) {
+  auto world = gc::get_world_group().cpu_group();
+  world->all_reduce(times.total_us.data(), times.total_us.size(), gc::DType::Float64);
+  world->all_reduce(times.calls.data(), times.calls.size(), gc::DType::Float64);
+  std::int32_t total = problems;
+  world->all_reduce(&total, 1, gc::DType::Int32);
+  problems = total;
+}
+
+void print_timings(const OpTimes& times, int steps) {
+  // Wall time per call on the calling rank, waiting for slower peers included (a stage that
+  // receives also waits for the previous stage's compute).
+  std::printf(
+      "  mean time per op over %d steps, averaged over the ranks that ran it "
+      "(waiting for peers included):\n",
+      steps);
+  std::printf("  %-20s %8s %12s\n", "op", "calls", "us/call");
+  for (std::size_t op = 0; op < kOps.size(); ++op) {
+    if (times.calls[op] == 0) continue;
+    std::printf("  %-20s %8.0f %12.1f\n", kOps[op].c_str(), times.calls[op],
+                times.total_us[op] / times.calls[op]);
+  }
+}
+
+int run(int argc, char** argv, int& rank_out) {
+  Config config = parse_args(argc, argv);
+  gc::init_distributed_environment(-1, -1, "env://", -1, "", std::chrono::seconds(60));
+  const int world_size = gc::get_world_group().world_size();
+  rank_out = gc::get_world_group().rank();
+  pick_sizes(config, world_size);
+  gc::initialize_model_parallel(config.tp, config.pp);
+
+  OpTimes times;
+  int problems = run_step(config, 0, times);  // warm-up: connections, first-touch allocations
+  times.enabled = true;
+  for (int step = 1; step <= config.steps; ++step) problems += run_step(config, step, times);
+
+  combine(times, problems);
+  if (rank_out == 0) {
+    print_layout(config);
+    print_timings(times, config.steps);
+    std::printf("%s\n", problems == 0 ? "PASS" : "FAIL");
+    std::fflush(stdout);
+  }
+  gc::get_world_group().barrier();  // rank 0 hosts the store: everybody is done before teardown
+  gc::destroy_model_parallel();
+  gc::destroy_distributed_environment();
+  return problems == 0 ? 0 : 1;
 }
 
 }  // namespace
 
-int main() {
+int main(int argc, char** argv) {
   int rank = -1;
   try {
-    return run(rank);
+    return run(argc, argv, rank);
   } catch (const std::exception& e) {
     std::fprintf(stderr, "[rank %d] demo error: %s\nFAIL\n", rank, e.what());
     return 1;

@@ -29,3 +29,10 @@
 #include "groupcoord/process_group.h"
 #include "groupcoord/work.h"
 #include "groupcoord/world.h"
+
+// communicators, coordinators, parallel state
+#include "groupcoord/device_communicator.h"
+#include "groupcoord/group_coordinator.h"
+#include "groupcoord/message_queue.h"
+#include "groupcoord/parallel_state.h"
+#include "groupcoord/tensor_dict.h"

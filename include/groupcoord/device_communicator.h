@@ -1,0 +1,138 @@
+// DeviceCommunicator: the device-side half of a GroupCoordinator (vLLM's DeviceCommunicatorBase).
+// A GroupCoordinator hands every tensor collective to one of these; implementations are looked up
+// by name in a registry ("cpu": Gloo over host memory; "cuda": NCCL), so an engine can plug its
+// own (register_device_communicator before creating groups).
+//
+// Collective rule: every method except send/recv/isend/irecv must be called by every rank of the
+// group, in the same order, with matching shapes and dtypes. Rank arguments (src, dst) are ranks
+// in the group. Results are new tensors (out of place) unless said otherwise.
+#pragma once
+
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "groupcoord/device.h"
+#include "groupcoord/process_group.h"
+#include "groupcoord/tensor.h"
+#include "groupcoord/work.h"
+
+namespace groupcoord {
+
+/// What a communicator is built from (vLLM's constructor arguments).
+struct DeviceCommunicatorContext {
+  /// Gloo group over the same ranks: metadata, size exchanges, host tensors.
+  std::shared_ptr<ProcessGroup> cpu_group;
+  /// The backend's device group when it is a Gloo group ("gloo" backend), else nullptr (NCCL
+  /// communicators build their own from cpu_group).
+  std::shared_ptr<ProcessGroup> device_group;
+  /// The device this rank works on (Device::cpu() for the cpu communicator).
+  Device device = Device::cpu();
+  /// The coordinator's unique name ("tp:0"), used in every error message.
+  std::string unique_name;
+  /// Enable dispatch/combine through an all-to-all manager (vLLM's use_all2all).
+  bool use_all2all = false;
+};
+
+/// Result of dispatch(): hidden states, top-k weights and ids, and any extra tensors, each
+/// gathered across the group along dim 0.
+struct DispatchResult {
+  Tensor hidden_states;
+  Tensor topk_weights;
+  Tensor topk_ids;
+  std::vector<Tensor> extra_tensors;
+};
+
+/// Result of dispatch_router_logits().
+struct DispatchRouterLogitsResult {
+  Tensor hidden_states;
+  Tensor router_logits;
+  std::vector<Tensor> extra_tensors;
+};
+
+/// Interface of a device communicator. Implementations validate their arguments and throw
+/// std::invalid_argument naming unique_name, the op and the offending value.
+class DeviceCommunicator {
+ public:
+  virtual ~DeviceCommunicator() = default;
+
+  /// Registry name of the implementation ("cpu", "cuda", ...).
+  virtual std::string backend_name() const = 0;
+  /// Rank in the group and group size.
+  virtual int rank_in_group() const = 0;
+  virtual int world_size() const = 0;
+
+  /// Sum across the group, out of place.
+  virtual Tensor all_reduce(const Tensor& input) = 0;
+  /// Concatenation of every rank's `input` along `dim` (negative dims count from the end).
+  virtual Tensor all_gather(const Tensor& input, int dim = -1) = 0;
+  /// Concatenation along `dim` of inputs whose `dim` sizes may differ per rank: `sizes[r]` is
+  /// rank r's size (std::nullopt: all equal to this rank's). Each input of the list is gathered
+  /// separately (same sizes for all); the single-tensor form returns one result.
+  virtual std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim = 0,
+                                          const std::optional<std::vector<std::int64_t>>& sizes =
+                                              std::nullopt) = 0;
+  Tensor all_gatherv(const Tensor& input, int dim = 0,
+                     const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) {
+    return all_gatherv(std::vector<Tensor>{input}, dim, sizes).front();
+  }
+  /// Sum across the group, then this rank's 1/world_size slice along `dim` (the size of `dim`
+  /// must divide evenly).
+  virtual Tensor reduce_scatter(const Tensor& input, int dim = -1) = 0;
+  /// As reduce_scatter with per-rank slice sizes along `dim` (`sizes` sums to the dim's size;
+  /// std::nullopt: equal slices). Uniform sizes behave exactly as reduce_scatter.
+  virtual Tensor reduce_scatterv(const Tensor& input, int dim = -1,
+                                 const std::optional<std::vector<std::int64_t>>& sizes =
+                                     std::nullopt) = 0;
+  /// Concatenation along `dim` on rank `dst`; std::nullopt on the other ranks.
+  virtual std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) = 0;
+  /// Copies `src`'s tensor into `tensor` on every rank, in place; returns `tensor`.
+  virtual Tensor broadcast(const Tensor& tensor, int src = 0) = 0;
+
+  /// Blocking send to group rank `dst` (default: the next rank).
+  virtual void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) = 0;
+  /// Blocking receive of a tensor of `shape` and `dtype` from group rank `src` (default: the
+  /// previous rank).
+  virtual Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) = 0;
+  /// Asynchronous send/receive of a contiguous tensor; the tensor must stay alive (the Work
+  /// keeps a reference) until the Work completes.
+  virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst) = 0;
+  virtual std::shared_ptr<Work> irecv(const Tensor& tensor, int src) = 0;
+
+  /// MoE: gathers every rank's tokens (dim 0, per-rank counts may differ) before the experts run.
+  /// Without use_all2all the inputs come back unchanged.
+  virtual DispatchRouterLogitsResult dispatch_router_logits(
+      const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel = false,
+      const std::vector<Tensor>& extra_tensors = {}) = 0;
+  virtual DispatchResult dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
+                                  const Tensor& topk_ids, bool is_sequence_parallel = false,
+                                  const std::vector<Tensor>& extra_tensors = {}) = 0;
+  /// MoE: sums the experts' outputs across ranks and returns this rank's tokens (the inverse of
+  /// the last dispatch). Without use_all2all, `hidden_states` comes back unchanged.
+  virtual Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) = 0;
+
+  /// Releases resources (idempotent). Later calls throw DistributedError.
+  virtual void destroy() = 0;
+};
+
+/// Builds a communicator for one group.
+using DeviceCommunicatorFactory =
+    std::function<std::unique_ptr<DeviceCommunicator>(const DeviceCommunicatorContext&)>;
+
+/// Registers (or replaces) the factory for `name`. Thread-safe. Built-ins ("cpu", and "cuda" when
+/// built with CUDA) are registered explicitly by register_builtin_device_communicators().
+void register_device_communicator(const std::string& name, DeviceCommunicatorFactory factory);
+/// True when a factory is registered under `name`.
+bool has_device_communicator(const std::string& name);
+/// Names of all registered factories, sorted.
+std::vector<std::string> registered_device_communicators();
+/// Builds the communicator registered under `name`; std::invalid_argument for an unknown name
+/// (the message lists the registered ones).
+std::unique_ptr<DeviceCommunicator> create_device_communicator(
+    const std::string& name, const DeviceCommunicatorContext& context);
+/// Registers the built-in communicators if they are not registered yet (idempotent).
+void register_builtin_device_communicators();
+
+}  // namespace groupcoord

@@ -1,0 +1,196 @@
+// GroupCoordinator: vLLM's parallel_state.GroupCoordinator without PyTorch. One object per
+// process group owns a Gloo CPU group and a device group (and, with use_device_communicator, a
+// DeviceCommunicator) and runs every collective and point-to-point protocol of vLLM's coordinator.
+//
+// Conventions (DESIGN.md §2): method names, parameter order and defaults follow vLLM; Python's
+// None is std::optional; every rank argument (src, dst) is a rank *in the group*; objects travel
+// as Bytes (Python pickles them); tensor dictionaries are TensorDict.
+//
+// Collective rule: the constructor and make_sibling_device_group are collective over ALL world
+// ranks (every world rank calls them, in the same order, with the same group_ranks, like
+// torch.distributed.new_group). Every other collective method is collective over the ranks of
+// this group, in the same order on every rank. Point-to-point methods pair one sender with one
+// receiver, in matching order.
+//
+// World size 1 bypasses exactly as vLLM: all_reduce, all_gather, reduce_scatter, gather, broadcast,
+// the object broadcasts and the tensor-dict protocols return their input; all_gatherv,
+// reduce_scatterv, send and recv need a device communicator and throw std::invalid_argument
+// ("No device communicator found") when there is none.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "groupcoord/bytes.h"
+#include "groupcoord/device.h"
+#include "groupcoord/device_communicator.h"
+#include "groupcoord/message_queue.h"
+#include "groupcoord/process_group.h"
+#include "groupcoord/tensor.h"
+#include "groupcoord/tensor_dict.h"
+#include "groupcoord/work.h"
+
+namespace groupcoord {
+
+/// Result of irecv_tensor_dict(): the dictionary being filled, the receives to wait for, and the
+/// steps to run after they complete (the all_gather reassembly), in order.
+struct IrecvTensorDictResult {
+  /// Null when the call was bypassed (world size 1). The postprocess steps write into it.
+  std::shared_ptr<TensorDict> tensor_dict;
+  std::vector<std::shared_ptr<Work>> handles;
+  std::vector<std::function<void()>> postprocess;
+};
+
+/// See the file comment.
+class GroupCoordinator {
+ public:
+  /// Collective over all world ranks: creates one CPU (Gloo) group and one device group per entry
+  /// of `group_ranks` (world ranks) and keeps the one containing this rank. `backend` is "gloo" or
+  /// "nccl" ("" picks nccl when CUDA devices are present, else gloo). `group_name` defaults to
+  /// "anonymous"; unique_name() appends ":<n>" (the n-th group of that name in this process).
+  /// Requires the world (init_world / init_distributed_environment). Throws std::invalid_argument
+  /// when this rank is in no group or in several, or on an unknown backend.
+  ///
+  /// `timeout` (an addition to vLLM's arguments, which read it from the environment) is the
+  /// deadline of every operation of the new groups; std::nullopt: world_timeout(). Every rank
+  /// passes the same value.
+  ///
+  /// `use_message_queue_broadcaster` is accepted and recorded; broadcast_object currently always
+  /// travels over the CPU group (the coordinator routes it through an optional ObjectBroadcaster
+  /// that a shared-memory message queue will provide).
+  GroupCoordinator(std::vector<std::vector<int>> group_ranks, int local_rank, std::string backend,
+                   bool use_device_communicator, bool use_message_queue_broadcaster = false,
+                   std::optional<std::string> group_name = std::nullopt, bool use_all2all = false,
+                   std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /// Calls destroy(); logs instead of throwing.
+  ~GroupCoordinator();
+  GroupCoordinator(const GroupCoordinator&) = delete;
+  GroupCoordinator& operator=(const GroupCoordinator&) = delete;
+
+  // ---- ranks (vLLM's attributes and properties) -----------------------------------------------
+  int rank() const;                        ///< world rank
+  const std::vector<int>& ranks() const;   ///< world ranks of the group
+  int world_size() const;                  ///< size of the group
+  int local_rank() const;                  ///< rank used to pick the device
+  int rank_in_group() const;
+  const std::string& unique_name() const;  ///< e.g. "tp:0"
+  int first_rank() const;                  ///< world rank of the group's first member
+  int last_rank() const;
+  bool is_first_rank() const;
+  bool is_last_rank() const;
+  int next_rank() const;                   ///< world rank of the following member (wraps)
+  int prev_rank() const;                   ///< world rank of the preceding member (wraps)
+  const std::vector<std::vector<int>>& group_ranks() const;
+  const std::string& backend() const;      ///< "gloo" or "nccl"
+  Device device() const;
+  std::shared_ptr<ProcessGroup> cpu_group() const;
+  /// The Gloo device group (gloo backend), else nullptr.
+  std::shared_ptr<ProcessGroup> device_group() const;
+  /// Null without use_device_communicator or at world size 1.
+  DeviceCommunicator* device_communicator() const;
+
+  // ---- tensor collectives ---------------------------------------------------------------------
+  /// Sum across the group, out of place.
+  Tensor all_reduce(const Tensor& input);
+  /// Concatenation along `dim` (std::invalid_argument for a dim out of range).
+  Tensor all_gather(const Tensor& input, int dim = -1);
+  Tensor all_gatherv(const Tensor& input, int dim = 0,
+                     const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
+  std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim = 0,
+                                  const std::optional<std::vector<std::int64_t>>& sizes =
+                                      std::nullopt);
+  Tensor reduce_scatter(const Tensor& input, int dim = -1);
+  Tensor reduce_scatterv(const Tensor& input, int dim = -1,
+                         const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
+  /// The concatenation on `dst`, std::nullopt elsewhere.
+  std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1);
+  /// In place from group rank `src`; returns `input`.
+  Tensor broadcast(const Tensor& input, int src = 0);
+
+  // ---- objects (Bytes; Python pickles) --------------------------------------------------------
+  /// `obj` on `src` (required there), the received bytes elsewhere.
+  Bytes broadcast_object(const std::optional<Bytes>& obj = std::nullopt, int src = 0);
+  /// Every rank passes a list of the same length; non-src entries are replaced.
+  std::vector<Bytes> broadcast_object_list(const std::vector<Bytes>& obj_list, int src = 0);
+  void send_object(const Bytes& obj, int dst);
+  Bytes recv_object(int src);
+  /// Non-blocking send_object; the handle keeps the buffers alive until it completes.
+  std::shared_ptr<Work> isend_object(Bytes obj, int dst);
+
+  // ---- tensor dictionaries --------------------------------------------------------------------
+  /// `tensor_dict` on `src` (required there); the received dictionary elsewhere.
+  std::optional<TensorDict> broadcast_tensor_dict(
+      const std::optional<TensorDict>& tensor_dict = std::nullopt, int src = 0);
+  /// Blocking send (dst defaults to the next rank). Returns the dict itself when bypassed
+  /// (world size 1), std::nullopt otherwise (as vLLM).
+  std::optional<TensorDict> send_tensor_dict(
+      const TensorDict& tensor_dict, std::optional<int> dst = std::nullopt,
+      GroupCoordinator* all_gather_group = nullptr,
+      const std::optional<AllGatherTensors>& all_gather_tensors = std::nullopt);
+  /// Non-blocking send. The handles (metadata first) are also retained by the coordinator, with
+  /// the tensors they read, until they complete: fire-and-forget callers may drop them.
+  std::vector<std::shared_ptr<Work>> isend_tensor_dict(
+      const TensorDict& tensor_dict, std::optional<int> dst = std::nullopt,
+      GroupCoordinator* all_gather_group = nullptr,
+      const std::optional<AllGatherTensors>& all_gather_tensors = std::nullopt);
+  /// Blocking receive (src defaults to the previous rank); std::nullopt when bypassed.
+  std::optional<TensorDict> recv_tensor_dict(
+      std::optional<int> src = std::nullopt, GroupCoordinator* all_gather_group = nullptr,
+      const std::optional<AllGatherTensors>& all_gather_tensors = std::nullopt);
+  IrecvTensorDictResult irecv_tensor_dict(
+      std::optional<int> src = std::nullopt, GroupCoordinator* all_gather_group = nullptr,
+      const std::optional<AllGatherTensors>& all_gather_tensors = std::nullopt);
+
+  // ---- point to point, barrier ----------------------------------------------------------------
+  /// Barrier on the CPU group (never the device group).
+  void barrier();
+  void send(const Tensor& tensor, std::optional<int> dst = std::nullopt);
+  Tensor recv(const Shape& size, DType dtype, std::optional<int> src = std::nullopt);
+
+  // ---- shared-memory message queues (vLLM's shm_broadcast) ----------------------------------
+  /// Collective over the group: a MessageQueue (6 chunks of 4 MiB, as vLLM) written by group rank
+  /// `writer_rank` and read by every other rank (same node only; see message_queue.h).
+  /// vLLM's external_writer_handle is not supported.
+  std::shared_ptr<MessageQueue> create_mq_broadcaster(int writer_rank = 0, bool blocking = true);
+  /// Collective over the group: every rank but `reader_rank_in_group` writes its own queue read by
+  /// that rank. The reader gets one queue per writer (group-rank order), a writer its own.
+  std::vector<std::shared_ptr<MessageQueue>> create_single_reader_mq_broadcasters(
+      int reader_rank_in_group = 0, bool blocking = false);
+  /// True when broadcast_object from group rank 0 goes through the shared-memory queue made for
+  /// use_message_queue_broadcaster (false when disabled, world size 1, or readers off-node).
+  bool has_mq_broadcaster() const;
+
+  // ---- groups and MoE -------------------------------------------------------------------------
+  /// Collective over all world ranks: a new device communicator with this group's membership
+  /// but its own connections, for ops that run concurrently with this group's.
+  std::shared_ptr<DeviceCommunicator> make_sibling_device_group(
+      std::optional<std::string> group_desc = std::nullopt);
+  DispatchRouterLogitsResult dispatch_router_logits(const Tensor& hidden_states,
+                                                    const Tensor& router_logits,
+                                                    bool is_sequence_parallel = false,
+                                                    const std::vector<Tensor>& extra_tensors = {});
+  DispatchResult dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
+                          const Tensor& topk_ids, bool is_sequence_parallel = false,
+                          const std::vector<Tensor>& extra_tensors = {});
+  Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false);
+
+  /// Releases the communicator, then the groups (idempotent). Later collective calls throw
+  /// DistributedError.
+  void destroy();
+
+  /// The live coordinator registered under `unique_name`, or nullptr (vLLM's _groups lookup).
+  static GroupCoordinator* find(const std::string& unique_name);
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace groupcoord

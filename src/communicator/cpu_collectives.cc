@@ -1,0 +1,173 @@
+// CpuCommunicator's collectives. Each validates every argument before the first byte is sent
+// (see the collective rule in cpu_communicator.h), then runs one ProcessGroup collective.
+#include <utility>
+
+#include "communicator/cpu_communicator.h"
+#include "communicator/dim_layout.h"
+#include "communicator/sizes.h"
+#include "groupcoord/check.h"
+
+namespace groupcoord {
+
+namespace {
+
+// This rank's equal share of a dim of `size`: (offset, length). The size must divide evenly.
+std::pair<std::int64_t, std::int64_t> equal_share(const comm::OpLabel& where, int dim,
+                                                  std::int64_t size, int rank, int world_size) {
+  GC_CHECK(size % world_size == 0, where, ": size ", size, " of dim ", dim,
+           " is not divisible by the world size ", world_size);
+  const std::int64_t length = size / world_size;
+  return {rank * length, length};
+}
+
+// Name of inputs[i] in error messages.
+std::string input_name(std::size_t i, std::size_t count) {
+  return count == 1 ? std::string("input") : "inputs[" + std::to_string(i) + "]";
+}
+
+}  // namespace
+
+Tensor CpuCommunicator::all_reduce(const Tensor& input) {
+  const comm::OpLabel where = label("all_reduce");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  const Tensor in = input.contiguous();
+  Tensor out = Tensor::empty(in.shape(), in.dtype());
+  g.all_reduce(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
+               ReduceOp::Sum);
+  return out;
+}
+
+Tensor CpuCommunicator::all_gather(const Tensor& input, int dim) {
+  const comm::OpLabel where = label("all_gather");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  return gather_uniform(g, input, comm::wrap_dim(where, dim, input.dim()));
+}
+
+std::vector<Tensor> CpuCommunicator::all_gatherv(
+    const std::vector<Tensor>& inputs, int dim,
+    const std::optional<std::vector<std::int64_t>>& sizes) {
+  const comm::OpLabel where = label("all_gatherv");
+  ProcessGroup& g = group(where.op);
+  if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
+  std::vector<int> dims;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    comm::check_cpu_tensor(where, inputs[i], input_name(i, inputs.size()).c_str());
+    dims.push_back(comm::wrap_dim(where, dim, inputs[i].dim()));
+    if (sizes) comm::check_own_size(where, *sizes, rank_, inputs[i].size(dims.back()));
+  }
+  // Uniform sizes are the plain all_gather, whatever way they were spelled.
+  const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
+  std::vector<Tensor> outputs;
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    outputs.push_back(uniform ? gather_uniform(g, inputs[i], dims[i])
+                              : gather_varying(g, inputs[i], dims[i], *sizes));
+  }
+  return outputs;
+}
+
+Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim) {
+  const comm::OpLabel where = label("reduce_scatter");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
+  return sum_and_slice(g, input, d, share.first, share.second);
+}
+
+Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
+                                        const std::optional<std::vector<std::int64_t>>& sizes) {
+  const comm::OpLabel where = label("reduce_scatterv");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  if (sizes) {
+    comm::check_sizes_shape(where, *sizes, world_size_);
+    comm::check_sizes_sum(where, *sizes, input.size(d));
+  }
+  if (!sizes || comm::sizes_are_uniform(*sizes)) {
+    const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
+    return sum_and_slice(g, input, d, share.first, share.second);
+  }
+  return sum_and_slice(g, input, d, comm::offset_of_rank(*sizes, rank_), (*sizes)[rank_]);
+}
+
+std::optional<Tensor> CpuCommunicator::gather(const Tensor& input, int dst, int dim) {
+  const comm::OpLabel where = label("gather");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  comm::check_peer_rank(where, dst, "dst", rank_, world_size_, /*allow_self=*/true);
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  const Tensor front = comm::move_dim_to_front(input, d);
+  Tensor out;
+  if (rank_ == dst) {
+    Shape shape = front.shape();
+    shape[0] *= world_size_;
+    out = Tensor::empty(shape, front.dtype());
+  }
+  g.gather(front.data_ptr(), rank_ == dst ? out.data_ptr() : nullptr,
+           static_cast<std::size_t>(front.numel()), front.dtype(), dst);
+  if (rank_ != dst) return std::nullopt;
+  return comm::move_dim_from_front(out, d);
+}
+
+Tensor CpuCommunicator::broadcast(const Tensor& tensor, int src) {
+  const comm::OpLabel where = label("broadcast");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, tensor, "tensor");
+  comm::check_peer_rank(where, src, "src", rank_, world_size_, /*allow_self=*/true);
+  const std::size_t count = static_cast<std::size_t>(tensor.numel());
+  if (tensor.is_contiguous()) {
+    g.broadcast(tensor.data_ptr(), count, tensor.dtype(), src);
+    return tensor;
+  }
+  // In place on a strided tensor: broadcast a compact copy, then write it back.
+  Tensor staging = tensor.contiguous();
+  g.broadcast(staging.data_ptr(), count, tensor.dtype(), src);
+  if (rank_ != src) {
+    Tensor target = tensor;
+    target.copy_from(staging);
+  }
+  return tensor;
+}
+
+Tensor CpuCommunicator::gather_uniform(ProcessGroup& g, const Tensor& input, int dim) {
+  const Tensor front = comm::move_dim_to_front(input, dim);
+  Shape shape = front.shape();
+  shape[0] *= world_size_;
+  Tensor out = Tensor::empty(shape, front.dtype());
+  g.all_gather(front.data_ptr(), out.data_ptr(), static_cast<std::size_t>(front.numel()),
+               front.dtype());
+  return comm::move_dim_from_front(out, dim);
+}
+
+Tensor CpuCommunicator::gather_varying(ProcessGroup& g, const Tensor& input, int dim,
+                                       const std::vector<std::int64_t>& sizes) {
+  const Tensor front = comm::move_dim_to_front(input, dim);
+  const std::int64_t per_row = comm::elements_per_index(front.shape(), 0);
+  std::vector<std::size_t> counts;
+  std::int64_t rows = 0;
+  for (std::int64_t size : sizes) {
+    counts.push_back(static_cast<std::size_t>(size * per_row));
+    rows += size;
+  }
+  Shape shape = front.shape();
+  shape[0] = rows;
+  Tensor out = Tensor::empty(shape, front.dtype());
+  g.all_gatherv(front.data_ptr(), out.data_ptr(), counts, front.dtype());
+  return comm::move_dim_from_front(out, dim);
+}
+
+Tensor CpuCommunicator::sum_and_slice(ProcessGroup& g, const Tensor& input, int dim,
+                                      std::int64_t offset, std::int64_t length) {
+  // The sum is element-wise, so it runs on the input's own layout; only the slice needs the dim,
+  // and narrow() takes it directly (no movedim, hence no wrong-axis bug for dims >= 2).
+  const Tensor in = input.contiguous();
+  Tensor full = Tensor::empty(in.shape(), in.dtype());
+  g.all_reduce(in.data_ptr(), full.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
+               ReduceOp::Sum);
+  return full.narrow(dim, offset, length).clone();
+}
+
+}  // namespace groupcoord

@@ -1,0 +1,31 @@
+#include "communicator/dim_layout.h"
+
+#include "groupcoord/check.h"
+
+namespace groupcoord {
+namespace comm {
+
+int wrap_dim(const OpLabel& where, int dim, int ndim) {
+  GC_CHECK(dim >= -ndim && dim < ndim, where, ": dim ", dim, " is out of range for a ", ndim,
+           "-d tensor");
+  return dim < 0 ? dim + ndim : dim;
+}
+
+Tensor move_dim_to_front(const Tensor& tensor, int dim) {
+  return tensor.movedim(dim, 0).contiguous();
+}
+
+Tensor move_dim_from_front(const Tensor& front, int dim) {
+  return front.movedim(0, dim).contiguous();
+}
+
+std::int64_t elements_per_index(const Shape& shape, int dim) {
+  std::int64_t count = 1;
+  for (int d = 0; d < static_cast<int>(shape.size()); ++d) {
+    if (d != dim) count *= shape[d];
+  }
+  return count;
+}
+
+}  // namespace comm
+}  // namespace groupcoord

@@ -1,0 +1,72 @@
+// GroupCoordinator's private state, shared by the .cc files that implement its methods:
+//   group_coordinator.cc       construction, rank bookkeeping, destroy, find
+//   coordinator_collectives.cc tensor collectives, barrier, send/recv, sibling groups, MoE
+//   coordinator_objects.cc     broadcast_object(_list), send/recv/isend_object
+//   tensor_dict_protocol.cc    broadcast/send/isend/recv/irecv_tensor_dict
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "coordinator/coordinator_checks.h"
+#include "coordinator/object_broadcaster.h"
+#include "coordinator/pending_isends.h"
+#include "groupcoord/device.h"
+#include "groupcoord/device_communicator.h"
+#include "groupcoord/group_coordinator.h"
+#include "groupcoord/process_group.h"
+
+namespace groupcoord {
+
+/// See the file comment.
+struct GroupCoordinator::Impl {
+  // ---- identity (vLLM's attributes) ----
+  std::string unique_name;
+  int rank = -1;  ///< world rank
+  int local_rank = -1;
+  int rank_in_group = -1;
+  int world_size = 0;
+  std::vector<int> ranks;  ///< world ranks of this rank's group
+  std::vector<std::vector<int>> group_ranks;
+  std::string backend;  ///< "gloo" or "nccl"
+  Device device = Device::cpu();
+  std::chrono::milliseconds timeout{0};
+  bool use_device_communicator = false;
+  bool use_message_queue_broadcaster = false;
+  bool use_all2all = false;
+
+  // ---- resources ----
+  std::shared_ptr<ProcessGroup> cpu_group;
+  std::shared_ptr<ProcessGroup> device_group;  ///< gloo backend only
+  std::unique_ptr<DeviceCommunicator> communicator;
+  /// Optional fast path of broadcast_object (see object_broadcaster.h); null today.
+  std::unique_ptr<coordinator_detail::ObjectBroadcaster> mq_broadcaster;
+  coordinator_detail::PendingIsends pending_isends;
+  bool destroyed = false;
+
+  /// "<unique_name> <op>", for messages.
+  std::string label(const char* op) const { return coordinator_detail::op_label(unique_name, op); }
+  /// Throws DistributedError naming `op` after destroy().
+  void check_alive(const char* op) const;
+  /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.
+  DeviceCommunicator& require_communicator(const char* op) const;
+  /// Validates an explicit or default peer for point-to-point `op`: in range and not this rank.
+  /// `what` is "dst" or "src"; the default is the next (dst) or previous (src) group rank.
+  int resolve_peer(const char* op, const char* what, std::optional<int> peer) const;
+
+  // ---- tensor-dict helpers (tensor_dict_protocol.cc) ----
+  /// Where a received tensor whose sender had it on a `type` device lives on this rank.
+  Device device_for(DeviceType type) const;
+  /// Throws unless a tensor on `device` can travel: host tensors always (CPU group), others
+  /// through the communicator.
+  void check_route(const char* op, const std::string& key, Device device) const;
+  /// Moves one tensor of a dict: host tensors over the CPU group (vLLM's metadata_group), others
+  /// through the device communicator.
+  void broadcast_dict_tensor(const Tensor& tensor, int src);
+  std::shared_ptr<Work> isend_dict_tensor(const Tensor& tensor, int dst);
+  std::shared_ptr<Work> irecv_dict_tensor(const Tensor& tensor, int src);
+};
+
+}  // namespace groupcoord

@@ -1,0 +1,30 @@
+// ObjectBroadcaster: an optional fast path for GroupCoordinator::broadcast_object, the role of
+// vLLM's mq_broadcaster (a shared-memory message queue written by group rank 0 and read by the
+// others).
+//
+// The coordinator holds at most one. Without one (the case for every coordinator built today,
+// whatever use_message_queue_broadcaster says), broadcast_object travels over the CPU group as
+// size + bytes. When the shared-memory MessageQueue layer is linked in, the constructor installs
+// an adapter over it for use_message_queue_broadcaster && world_size > 1; broadcasts from a src
+// other than the queue's writer keep using the CPU group (vLLM asserts src == 0 instead).
+#pragma once
+
+#include <optional>
+
+#include "groupcoord/bytes.h"
+
+namespace groupcoord {
+namespace coordinator_detail {
+
+/// See the file comment.
+class ObjectBroadcaster {
+ public:
+  virtual ~ObjectBroadcaster() = default;
+  /// Group rank of the only rank that may be the source.
+  virtual int writer_rank() const = 0;
+  /// Collective over the group: `obj` (required on the writer) on every rank.
+  virtual Bytes broadcast_object(const std::optional<Bytes>& obj) = 0;
+};
+
+}  // namespace coordinator_detail
+}  // namespace groupcoord

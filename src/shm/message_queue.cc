@@ -1,0 +1,273 @@
+// MessageQueue's operations on an existing ring (creation is in queue_factory.cc).
+#include "groupcoord/message_queue.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/logging.h"
+#include "shm/chunk_frame.h"
+#include "shm/message_queue_impl.h"
+#include "shm/process_liveness.h"
+#include "shm/spin_wait.h"
+
+namespace groupcoord {
+
+namespace {
+
+std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
+
+std::uint32_t as_word(shm::ReaderState state) { return static_cast<std::uint32_t>(state); }
+
+}  // namespace
+
+// ---- construction ---------------------------------------------------------------------------
+
+std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
+    std::string name, int writer_rank, std::vector<int> reader_ranks, std::size_t max_chunk_bytes,
+    std::size_t max_chunks, std::chrono::milliseconds timeout,
+    std::unique_ptr<shm::ShmRingBuffer> ring) {
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::move(name);
+  impl->writer_rank = writer_rank;
+  impl->reader_ranks = std::move(reader_ranks);
+  impl->max_chunk_bytes = max_chunk_bytes;
+  impl->max_chunks = max_chunks;
+  impl->timeout = timeout;
+  if (ring) {
+    std::vector<std::string> reader_names;
+    for (int rank : impl->reader_ranks) reader_names.push_back("reader " + rank_name(rank));
+    impl->shm_name = ring->segment().name();
+    impl->writer = std::make_unique<shm::RingWriter>(*ring, impl->name, std::move(reader_names));
+    impl->ring = std::move(ring);
+  }
+  return impl;
+}
+
+std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
+    std::string name, int writer_rank, std::vector<int> reader_ranks, int reader_index,
+    std::chrono::milliseconds timeout, std::unique_ptr<shm::ShmRingBuffer> ring) {
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::move(name);
+  impl->writer_rank = writer_rank;
+  impl->reader_ranks = std::move(reader_ranks);
+  impl->reader_index = reader_index;
+  impl->max_chunk_bytes = ring->max_chunk_bytes();
+  impl->max_chunks = ring->max_chunks();
+  impl->timeout = timeout;
+  impl->shm_name = ring->segment().name();
+  impl->reader = std::make_unique<shm::RingReader>(*ring, static_cast<std::size_t>(reader_index),
+                                                   impl->name, rank_name(writer_rank));
+  // The writer watches our pid only when it means the same process to it (same namespace).
+  shm::ReaderSlot& slot = ring->reader_slot(static_cast<std::size_t>(reader_index));
+  if (ring->header().pid_namespace != 0 &&
+      ring->header().pid_namespace == shm::pid_namespace_id()) {
+    slot.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
+  }
+  slot.state.store(as_word(shm::ReaderState::kAttached), std::memory_order_release);
+  impl->ring = std::move(ring);
+  return impl;
+}
+
+MessageQueue::MessageQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+MessageQueue::~MessageQueue() {
+  Impl& q = *impl_;
+  if (!q.ring) return;
+  // Tell the peers, so that they fail at once instead of waiting for their deadline. The
+  // writer's release store comes after its last publish: a reader that sees "closed" also sees
+  // every message that was published.
+  if (q.is_writer()) {
+    const auto state = q.broken ? shm::WriterState::kBroken : shm::WriterState::kClosed;
+    q.ring->header().writer_state.value.store(static_cast<std::uint32_t>(state),
+                                              std::memory_order_release);
+  } else {
+    q.ring->reader_state(q.reader_index)
+        .store(as_word(shm::ReaderState::kClosed), std::memory_order_release);
+  }
+}
+
+// ---- handshake ------------------------------------------------------------------------------
+
+void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> timeout) {
+  Impl& q = *impl_;
+  if (q.ready || !q.ring) {
+    q.ready = true;
+    return;
+  }
+  GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": wait_until_ready: negative timeout ",
+           timeout->count(), " ms");
+  const shm::Deadline deadline(timeout.value_or(q.timeout));
+  shm::ShmRingBuffer& ring = *q.ring;
+  if (q.is_writer()) {
+    // Every reader must have announced itself; one that closed never will.
+    std::size_t waiting_for = 0;
+    auto all_ready = [&] {
+      for (std::size_t r = 0; r < ring.n_reader(); ++r) {
+        const std::uint32_t state = ring.reader_state(r).load(std::memory_order_acquire);
+        if (state == as_word(shm::ReaderState::kClosed)) {
+          GC_THROW(DistributedError, q.name, ": wait_until_ready: reader ",
+                   rank_name(q.reader_ranks[r]), " closed the queue");
+        }
+        if (state != as_word(shm::ReaderState::kReady)) {
+          waiting_for = r;
+          return false;
+        }
+      }
+      return true;
+    };
+    if (!shm::spin_until(all_ready, deadline)) {
+      GC_THROW(TimeoutError, q.name, ": wait_until_ready timed out after ",
+               deadline.timeout().count(), " ms waiting for reader ",
+               rank_name(q.reader_ranks[waiting_for]));
+    }
+    ring.header().writer_ready.value.store(1, std::memory_order_release);
+  } else {
+    ring.reader_state(q.reader_index)
+        .store(as_word(shm::ReaderState::kReady), std::memory_order_release);
+    auto writer_ready = [&] {
+      if (ring.header().writer_ready.value.load(std::memory_order_acquire) == 1) return true;
+      if (ring.header().writer_state.value.load(std::memory_order_acquire) !=
+          static_cast<std::uint32_t>(shm::WriterState::kOpen)) {
+        GC_THROW(DistributedError, q.name, ": wait_until_ready: the writer (",
+                 rank_name(q.writer_rank), ") closed the queue");
+      }
+      return false;
+    };
+    if (!shm::spin_until(writer_ready, deadline)) {
+      GC_THROW(TimeoutError, q.name, ": wait_until_ready timed out after ",
+               deadline.timeout().count(), " ms waiting for the writer (", rank_name(q.writer_rank),
+               ")");
+    }
+  }
+  q.ready = true;
+}
+
+// ---- messages -------------------------------------------------------------------------------
+
+void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::milliseconds> timeout) {
+  Impl& q = *impl_;
+  GC_CHECK(q.is_writer(), q.name, ": enqueue: only the writer (group rank ", q.writer_rank,
+           ") can enqueue; this process is reader ", q.reader_index);
+  GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": enqueue: negative timeout ",
+           timeout->count(), " ms");
+  if (q.broken) {
+    GC_THROW(DistributedError, q.name,
+             ": enqueue: the queue is broken (an earlier enqueue timed out half-way through a "
+             "message larger than the ring)");
+  }
+  if (!q.ring) return;  // no readers: nothing to do, as in vLLM
+  const shm::Deadline deadline(timeout.value_or(q.timeout));
+  const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
+  const std::uint64_t count = shm::chunks_for(obj.size(), payload);
+  GC_CHECK(count <= UINT32_MAX, q.name, ": enqueue: a message of ", obj.size(),
+           " bytes needs more than 2^32 chunks of ", q.max_chunk_bytes, " bytes");
+
+  // Wait up front for every chunk the message needs that fits in the ring: when that times out
+  // nothing has been written and the queue stays usable. Only a message larger than the ring
+  // must stream, and can time out half-way.
+  q.writer->wait_free(static_cast<std::size_t>(std::min<std::uint64_t>(count, q.max_chunks)),
+                      deadline, "enqueue");
+  for (std::uint64_t i = 0; i < count; ++i) {
+    std::uint8_t* chunk = nullptr;
+    try {
+      chunk = q.writer->acquire(deadline, "enqueue");
+    } catch (...) {
+      if (i > 0) {
+        // Readers hold part of a message that can never be completed.
+        q.broken = true;
+        q.ring->header().writer_state.value.store(
+            static_cast<std::uint32_t>(shm::WriterState::kBroken), std::memory_order_release);
+      }
+      throw;
+    }
+    const std::size_t offset = static_cast<std::size_t>(i) * payload;
+    const std::size_t n = std::min(payload, obj.size() - offset);
+    shm::write_chunk_header(
+        chunk, {obj.size(), static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
+    if (n > 0) std::memcpy(chunk + shm::kChunkHeaderBytes, obj.data() + offset, n);
+    q.writer->publish();
+  }
+}
+
+Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
+  Impl& q = *impl_;
+  GC_CHECK(!q.is_writer(), q.name, ": dequeue: only readers can dequeue; this process is ",
+           "the writer (group rank ", q.writer_rank, ")");
+  GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": dequeue: negative timeout ",
+           timeout->count(), " ms");
+  const shm::Deadline deadline(timeout.value_or(q.timeout));
+  const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
+  while (true) {
+    const std::uint8_t* chunk = nullptr;
+    try {
+      chunk = q.reader->acquire(deadline, "dequeue");
+    } catch (const TimeoutError& error) {
+      if (!q.partial) throw;
+      // What we have so far is kept: the next dequeue() continues with the next chunk.
+      throw TimeoutError(std::string(error.what()) + " (chunk " + std::to_string(q.partial->next) +
+                         " of " + std::to_string(q.partial->count) +
+                         " of a message; dequeue again to resume it)");
+    }
+    const shm::ChunkHeader header = shm::read_chunk_header(chunk);
+    if (!q.partial) {
+      if (header.index != 0 || header.count != shm::chunks_for(header.total_bytes, payload)) {
+        GC_THROW(DistributedError, q.name, ": dequeue: corrupt chunk ", q.reader->current(),
+                 " (index ", header.index, ", count ", header.count, ", size ", header.total_bytes,
+                 ")");
+      }
+      q.partial.emplace();
+      q.partial->data.resize(header.total_bytes);
+      q.partial->total = header.total_bytes;
+      q.partial->count = header.count;
+    } else if (header.index != q.partial->next || header.count != q.partial->count ||
+               header.total_bytes != q.partial->total) {
+      GC_THROW(DistributedError, q.name, ": dequeue: chunk ", q.reader->current(),
+               " does not continue the current message (index ", header.index, ", expected ",
+               q.partial->next, ")");
+    }
+    Impl::Partial& message = *q.partial;
+    const std::size_t offset = static_cast<std::size_t>(header.index) * payload;
+    const std::size_t n = std::min<std::size_t>(payload, message.total - offset);
+    if (n > 0) std::memcpy(&message.data[offset], chunk + shm::kChunkHeaderBytes, n);
+    q.reader->release();
+    if (++message.next == message.count) {
+      Bytes result = std::move(message.data);
+      q.partial.reset();
+      return result;
+    }
+  }
+}
+
+Bytes MessageQueue::broadcast_object(const std::optional<Bytes>& obj) {
+  if (!impl_->is_writer()) return dequeue();
+  GC_CHECK(obj.has_value(), impl_->name,
+           ": broadcast_object: the writer must pass the object to broadcast");
+  enqueue(*obj);
+  return *obj;
+}
+
+// ---- accessors ------------------------------------------------------------------------------
+
+bool MessageQueue::is_writer() const { return impl_->is_writer(); }
+bool MessageQueue::is_reader() const { return !impl_->is_writer(); }
+int MessageQueue::num_readers() const { return static_cast<int>(impl_->reader_ranks.size()); }
+int MessageQueue::writer_rank() const { return impl_->writer_rank; }
+const std::vector<int>& MessageQueue::reader_ranks() const { return impl_->reader_ranks; }
+int MessageQueue::reader_index() const { return impl_->reader_index; }
+std::size_t MessageQueue::max_chunk_bytes() const { return impl_->max_chunk_bytes; }
+std::size_t MessageQueue::max_chunks() const { return impl_->max_chunks; }
+const std::string& MessageQueue::name() const { return impl_->name; }
+const std::string& MessageQueue::shm_name() const { return impl_->shm_name; }
+std::chrono::milliseconds MessageQueue::default_timeout() const { return impl_->timeout; }
+
+void MessageQueue::set_default_timeout(std::chrono::milliseconds timeout) {
+  GC_CHECK(timeout.count() >= 0, impl_->name, ": set_default_timeout: negative timeout ",
+           timeout.count(), " ms");
+  impl_->timeout = timeout;
+}
+
+}  // namespace groupcoord

@@ -1,0 +1,60 @@
+// MessageQueue's private state, shared by the queue's operations (message_queue.cc) and the
+// collective factories that build it (queue_factory.cc).
+#pragma once
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "groupcoord/bytes.h"
+#include "groupcoord/message_queue.h"
+#include "shm/ring_buffer.h"
+#include "shm/ring_reader.h"
+#include "shm/ring_writer.h"
+
+namespace groupcoord {
+
+struct MessageQueue::Impl {
+  /// A multi-chunk message a reader has started to reassemble (kept across a dequeue timeout).
+  struct Partial {
+    Bytes data;
+    std::uint64_t total = 0;
+    std::uint32_t count = 0;
+    std::uint32_t next = 0;  ///< index of the next chunk expected
+  };
+
+  std::string name;  ///< for errors, e.g. "mq[tp:0, writer 0]"
+  int writer_rank = 0;
+  std::vector<int> reader_ranks;
+  int reader_index = -1;  ///< -1 on the writer
+  std::size_t max_chunk_bytes = 0;
+  std::size_t max_chunks = 0;
+  std::chrono::milliseconds timeout{0};
+  std::string shm_name;
+  std::unique_ptr<shm::ShmRingBuffer> ring;  ///< null when the queue has no readers
+  std::unique_ptr<shm::RingWriter> writer;   ///< set on the writer (with a ring)
+  std::unique_ptr<shm::RingReader> reader;   ///< set on a reader
+  bool ready = false;                        ///< wait_until_ready() completed
+  bool broken = false;                       ///< writer: a message was left half-written
+  std::optional<Partial> partial;
+
+  bool is_writer() const { return reader_index < 0; }
+
+  /// The writer's side. `ring` may be null (no readers).
+  static std::unique_ptr<Impl> make_writer(std::string name, int writer_rank,
+                                           std::vector<int> reader_ranks,
+                                           std::size_t max_chunk_bytes, std::size_t max_chunks,
+                                           std::chrono::milliseconds timeout,
+                                           std::unique_ptr<shm::ShmRingBuffer> ring);
+  /// Reader `reader_index`'s side of an attached ring; announces the attachment in the segment.
+  static std::unique_ptr<Impl> make_reader(std::string name, int writer_rank,
+                                           std::vector<int> reader_ranks, int reader_index,
+                                           std::chrono::milliseconds timeout,
+                                           std::unique_ptr<shm::ShmRingBuffer> ring);
+};
+
+}  // namespace groupcoord

@@ -1,0 +1,30 @@
+#include "shm/process_liveness.h"
+
+#include <signal.h>
+#include <sys/stat.h>
+
+#include <cerrno>
+
+namespace groupcoord {
+namespace shm {
+
+std::uint64_t pid_namespace_id() {
+  struct stat info {};
+  if (::stat("/proc/self/ns/pid", &info) != 0) return 0;
+  return static_cast<std::uint64_t>(info.st_ino);
+}
+
+bool process_is_gone(std::int32_t pid) {
+  if (pid <= 0) return false;
+  return ::kill(pid, 0) != 0 && errno == ESRCH;
+}
+
+bool LivenessTimer::due() {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_) return false;
+  next_ = now + interval_;
+  return true;
+}
+
+}  // namespace shm
+}  // namespace groupcoord

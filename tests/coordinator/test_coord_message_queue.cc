@@ -1,0 +1,75 @@
+// The coordinator's shared-memory message queues: the use_message_queue_broadcaster fast path of
+// broadcast_object, create_mq_broadcaster and create_single_reader_mq_broadcasters.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "coord_env.h"
+#include "groupcoord/message_queue.h"
+
+namespace groupcoord {
+namespace testing {
+namespace {
+
+class CoordinatorMessageQueue : public CoordinatorTest {};
+
+Bytes message(int writer, int k) { return "msg " + std::to_string(k) + " from " + std::to_string(writer); }
+
+TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorBroadcastsObjectsFromEverySrc) {
+  // Reversed order: group rank 0 (the queue's writer) is the last world rank.
+  GroupCoordinator coord(reversed_layout(world_size()), local_rank(), "gloo",
+                         /*use_device_communicator=*/true, /*use_message_queue_broadcaster=*/true,
+                         "mq");
+  EXPECT_EQ(coord.has_mq_broadcaster(), world_size() > 1);
+  for (int src = 0; src < coord.world_size(); ++src) {
+    const int src_world = coord.ranks()[src];
+    for (int k = 0; k < 20; ++k) {  // src 0 travels through shared memory, the others via Gloo
+      std::optional<Bytes> obj;
+      if (coord.rank_in_group() == src) obj = message(src_world, k);
+      EXPECT_EQ(coord.broadcast_object(obj, src), message(src_world, k)) << "src " << src;
+    }
+  }
+  coord.barrier();
+}
+
+TEST_F(CoordinatorMessageQueue, MqBroadcasterFromTheLastRank) {
+  GroupCoordinator& coord = world_coord();
+  const int writer = coord.world_size() - 1;
+  std::shared_ptr<MessageQueue> queue = coord.create_mq_broadcaster(writer);
+  ASSERT_NE(queue, nullptr);
+  for (int k = 0; k < 50; ++k) {
+    std::optional<Bytes> obj;
+    if (coord.rank_in_group() == writer) obj = message(writer, k);
+    EXPECT_EQ(queue->broadcast_object(obj), message(writer, k));
+  }
+  coord.barrier();
+}
+
+TEST_F(CoordinatorMessageQueue, SingleReaderQueues) {
+  GroupCoordinator& coord = world_coord();
+  const int reader = 0;
+  auto queues = coord.create_single_reader_mq_broadcasters(reader);
+  if (coord.rank_in_group() == reader) {
+    ASSERT_EQ(static_cast<int>(queues.size()), coord.world_size() - 1);
+    for (auto& queue : queues) {
+      const int writer = queue->writer_rank();
+      for (int k = 0; k < 5; ++k) EXPECT_EQ(queue->dequeue(), message(writer, k));
+    }
+  } else {
+    ASSERT_EQ(queues.size(), 1u);
+    for (int k = 0; k < 5; ++k) queues[0]->enqueue(message(coord.rank_in_group(), k));
+  }
+  coord.barrier();
+}
+
+TEST_F(CoordinatorMessageQueue, BadRanksAreRejected) {
+  GroupCoordinator& coord = world_coord();
+  expect_invalid_argument([&] { coord.create_mq_broadcaster(coord.world_size()); },
+                          {coord.unique_name(), "create_mq_broadcaster", "writer_rank"});
+  expect_invalid_argument([&] { coord.create_single_reader_mq_broadcasters(-1); },
+                          {coord.unique_name(), "create_single_reader_mq_broadcasters", "-1"});
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace groupcoord
