@@ -127,7 +127,7 @@ TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
 
 TEST_F(CoordinatorErrors, AbsentRankMakesTheOthersTimeOut) {
   if (world_size() < 2) GTEST_SKIP() << "needs a peer to be absent";
-  const auto timeout = std::chrono::seconds(2);
+  const auto timeout = std::chrono::seconds(5);  // the configured timeout
   GroupCoordinator c(world_layout(world_size()), local_rank(), "gloo", true, false, "short", false,
                      std::chrono::milliseconds(timeout));
   const int absent = world_size() - 1;
@@ -136,12 +136,12 @@ TEST_F(CoordinatorErrors, AbsentRankMakesTheOthersTimeOut) {
     auto start = Clock::now();
     expect_error<TimeoutError>([&] { c.all_reduce(ones({16})); }, {"short:0"});
     const double waited = std::chrono::duration<double>(Clock::now() - start).count();
-    EXPECT_GE(waited, 1.5);
-    EXPECT_LT(waited, 10.0);
+    EXPECT_GE(waited, 4.5);
+    EXPECT_LT(waited, 15.0);
     // ... and the CPU group.
     start = Clock::now();
     expect_error<TimeoutError>([&] { c.broadcast_object(std::nullopt, absent); }, {"short:0"});
-    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 10.0);
+    EXPECT_LT(std::chrono::duration<double>(Clock::now() - start).count(), 15.0);
   }
   // The absent rank waits on the healthy harness world until the others have timed out, so its
   // connections stay open meanwhile; then everybody tears the coordinator down.
