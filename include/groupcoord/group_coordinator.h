@@ -39,6 +39,12 @@
 
 namespace groupcoord {
 
+class GraphCaptureContext;  // groupcoord/cuda/graph_capture.h (CUDA builds)
+
+/// The backend an empty `backend` argument means: "nccl" when this build has the CUDA
+/// communicator and a CUDA device is visible, else "gloo".
+std::string default_backend();
+
 /// Result of irecv_tensor_dict(): the dictionary being filled, the receives to wait for, and the
 /// steps to run after they complete (the all_gather reassembly), in order.
 struct IrecvTensorDictResult {
@@ -166,6 +172,15 @@ class GroupCoordinator {
   /// True when broadcast_object from group rank 0 goes through the shared-memory queue made for
   /// use_message_queue_broadcaster (false when disabled, world size 1, or readers off-node).
   bool has_mq_broadcaster() const;
+
+  // ---- CUDA graphs ----------------------------------------------------------------------------
+  /// vLLM's graph_capture: a scope with its own capture stream (or `stream_handle`, a caller's
+  /// cudaStream_t as an integer) that first waits on the current stream and is the current stream
+  /// until the returned context is destroyed; collectives issued inside can be captured into a
+  /// CUDA graph and replayed (include groupcoord/cuda/graph_capture.h to use the context).
+  /// std::invalid_argument on a non-nccl coordinator or a build without CUDA.
+  std::shared_ptr<GraphCaptureContext> graph_capture(
+      std::optional<std::uintptr_t> stream_handle = std::nullopt);
 
   // ---- groups and MoE -------------------------------------------------------------------------
   /// Collective over all world ranks: a new device communicator with this group's membership

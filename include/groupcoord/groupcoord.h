@@ -6,6 +6,7 @@
 #include "groupcoord/bytes.h"
 #include "groupcoord/check.h"
 #include "groupcoord/device.h"
+#include "groupcoord/device_copy.h"
 #include "groupcoord/dtype.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/half.h"

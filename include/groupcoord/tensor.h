@@ -28,8 +28,9 @@ using Shape = std::vector<std::int64_t>;
 /// every other member except defined() and str() requires a defined tensor.
 ///
 /// Copies (contiguous() of a non-contiguous tensor, clone(), copy_from(), reshape() that cannot
-/// be a view) are implemented for CPU tensors only for now; on other devices they throw
-/// std::invalid_argument.
+/// be a view) run on the host for CPU tensors; a copy with a non-CPU side goes to the function
+/// registered for that device type (device_copy.h; the CUDA layer registers its kernels), and
+/// throws std::invalid_argument when none is.
 class Tensor {
  public:
   /// An undefined tensor.

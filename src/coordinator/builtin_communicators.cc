@@ -4,7 +4,14 @@
 #include <mutex>
 
 #include "communicator/cpu_communicator.h"
+#include "coordinator/coordinator_setup.h"
 #include "groupcoord/device_communicator.h"
+#include "groupcoord/group_coordinator.h"
+
+#ifdef GROUPCOORD_WITH_CUDA
+#include "cuda/cuda_communicator.h"
+#include "groupcoord/cuda/runtime.h"
+#endif
 
 namespace groupcoord {
 
@@ -14,6 +21,40 @@ void register_builtin_device_communicators() {
   static std::mutex mutex;
   std::lock_guard<std::mutex> lock(mutex);
   if (!has_device_communicator("cpu")) register_device_communicator("cpu", make_cpu_communicator);
+#ifdef GROUPCOORD_WITH_CUDA
+  if (!has_device_communicator("cuda")) {
+    register_device_communicator("cuda", make_cuda_communicator);
+  }
+#endif
 }
+
+std::string default_backend() {
+#ifdef GROUPCOORD_WITH_CUDA
+  // cuda_device_count() is 0 (never throws) where no driver is installed, e.g. on CI machines.
+  if (cuda_device_count() > 0) return "nccl";
+#endif
+  return "gloo";
+}
+
+namespace coordinator_detail {
+
+void init_device_layer(const std::string& backend) {
+#ifdef GROUPCOORD_WITH_CUDA
+  // Installs the CUDA allocator and copy kernels even where no communicator is made (world size
+  // 1), so that CUDA tensors can be created and copied on every nccl coordinator.
+  if (backend == "nccl") init_cuda_layer();
+#endif
+}
+
+Device cuda_device_for(int local_rank) {
+#ifdef GROUPCOORD_WITH_CUDA
+  // Several ranks may share a GPU (more local ranks than devices, as in single-GPU testing).
+  const int count = cuda_device_count();
+  if (count > 0) return Device::cuda(local_rank % count);
+#endif
+  return Device::cuda(local_rank);
+}
+
+}  // namespace coordinator_detail
 
 }  // namespace groupcoord

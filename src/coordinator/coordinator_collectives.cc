@@ -20,7 +20,7 @@ Tensor GroupCoordinator::all_reduce(const Tensor& input) {
   s.check_alive("all_reduce");
   if (s.world_size == 1) return input;
   check_tensor(s.label("all_reduce"), input);
-  return s.require_communicator("all_reduce").all_reduce(input);
+  return s.communicator_for("all_reduce", input).all_reduce(input);
 }
 
 Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) {
@@ -28,7 +28,7 @@ Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) {
   s.check_alive("all_gather");
   if (s.world_size == 1) return input;
   check_dim(s.label("all_gather"), input, dim);
-  return s.require_communicator("all_gather").all_gather(input, dim);
+  return s.communicator_for("all_gather", input).all_gather(input, dim);
 }
 
 Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
@@ -41,9 +41,10 @@ std::vector<Tensor> GroupCoordinator::all_gatherv(
     const std::optional<std::vector<std::int64_t>>& sizes) {
   Impl& s = *impl_;
   s.check_alive("all_gatherv");
-  DeviceCommunicator& comm = s.require_communicator("all_gatherv");
+  s.require_communicator("all_gatherv");
   const std::string label = s.label("all_gatherv");
   GC_CHECK(!inputs.empty(), label, ": the list of inputs is empty");
+  DeviceCommunicator& comm = s.communicator_for("all_gatherv", inputs.front());
   for (const Tensor& input : inputs) {
     check_gatherv_sizes(label, input, dim, sizes, s.world_size, s.rank_in_group);
   }
@@ -56,7 +57,7 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
   if (s.world_size == 1) return input;
   const std::string label = s.label("reduce_scatter");
   check_dim(label, input, dim);
-  DeviceCommunicator& comm = s.require_communicator("reduce_scatter");
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
   check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim);
 }
@@ -65,7 +66,7 @@ Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
                                          const std::optional<std::vector<std::int64_t>>& sizes) {
   Impl& s = *impl_;
   s.check_alive("reduce_scatterv");
-  DeviceCommunicator& comm = s.require_communicator("reduce_scatterv");
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatterv", input);
   check_scatterv_sizes(s.label("reduce_scatterv"), input, dim, sizes, s.world_size);
   return comm.reduce_scatterv(input, dim, sizes);
 }
@@ -76,7 +77,7 @@ std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int
   const std::string label = s.label("gather");
   check_group_rank(label, "dst", dst, s.world_size);
   if (s.world_size == 1) return input;
-  DeviceCommunicator& comm = s.require_communicator("gather");
+  DeviceCommunicator& comm = s.communicator_for("gather", input);
   check_dim(label, input, dim);
   return comm.gather(input, dst, dim);
 }
@@ -90,8 +91,9 @@ Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
   check_tensor(label, input);
   // vLLM broadcasts on the device group directly; that is the Gloo device group for host
   // tensors, and the communicator (NCCL) otherwise.
-  if (input.device().is_cpu() && s.device_group) {
-    broadcast_host_tensor(*s.device_group, input, src);
+  if (input.device().is_cpu()) {
+    // Host tensors never go through NCCL: the CPU group carries them on the nccl backend.
+    broadcast_host_tensor(s.device_group ? *s.device_group : *s.cpu_group, input, src);
     return input;
   }
   return s.require_communicator("broadcast").broadcast(input, src);
@@ -106,9 +108,10 @@ void GroupCoordinator::barrier() {
 void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) {
   Impl& s = *impl_;
   s.check_alive("send");
-  DeviceCommunicator& comm = s.require_communicator("send");
+  s.require_communicator("send");
   const int peer = s.resolve_peer("send", "dst", dst);
   check_tensor(s.label("send"), tensor);
+  DeviceCommunicator& comm = s.communicator_for("send", tensor);
   comm.send(tensor, peer);
 }
 

@@ -1,5 +1,7 @@
 #include "coordinator/coordinator_setup.h"
 
+#include "groupcoord/group_coordinator.h"
+
 #include <set>
 #include <sstream>
 
@@ -23,12 +25,14 @@ ProcessGroupOptions group_options(const std::string& name, std::chrono::millisec
 std::string resolve_backend(const std::string& backend, const std::string& label) {
   register_builtin_device_communicators();
   const bool cuda_available = has_device_communicator("cuda");
-  if (backend.empty()) return cuda_available ? "nccl" : "gloo";
+  if (backend.empty()) return cuda_available ? default_backend() : "gloo";
   if (backend == "gloo") return backend;
   GC_CHECK(backend == "nccl", label, ": unknown backend '", backend, "' (expected \"gloo\", ",
            "\"nccl\" or \"\")");
   GC_CHECK(cuda_available, label, ": backend 'nccl' needs the CUDA communicator, which is not ",
            "available in this build (no \"cuda\" device communicator is registered); use 'gloo'");
+  GC_CHECK(default_backend() == "nccl", label, ": backend 'nccl' is not available on this ",
+           "machine: no CUDA device is visible; use 'gloo'");
   return backend;
 }
 

@@ -9,6 +9,8 @@
 
 #include "groupcoord/process_group.h"
 
+#include "groupcoord/device.h"
+
 namespace groupcoord {
 namespace coordinator_detail {
 
@@ -18,6 +20,13 @@ namespace coordinator_detail {
 /// is a std::invalid_argument naming `label` and the value. Registers the built-in communicators
 /// first.
 std::string resolve_backend(const std::string& backend, const std::string& label);
+
+/// The CUDA device a rank with `local_rank` uses: local_rank modulo the visible devices
+/// (implemented in builtin_communicators.cc, next to the CUDA registration).
+Device cuda_device_for(int local_rank);
+
+/// Prepares the device layer a backend needs (CUDA allocator and copies for "nccl"); idempotent.
+void init_device_layer(const std::string& backend);
 
 /// Every list non-empty, every rank in [0, world_size), no rank listed twice (in one list or
 /// across lists). Depends only on values every rank passes identically, so a failure is raised

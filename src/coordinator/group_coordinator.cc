@@ -34,6 +34,13 @@ DeviceCommunicator& GroupCoordinator::Impl::require_communicator(const char* op)
   return *communicator;
 }
 
+DeviceCommunicator& GroupCoordinator::Impl::communicator_for(const char* op,
+                                                             const Tensor& tensor) const {
+  DeviceCommunicator& device = require_communicator(op);
+  if (host_communicator && tensor.defined() && tensor.device().is_cpu()) return *host_communicator;
+  return device;
+}
+
 int GroupCoordinator::Impl::resolve_peer(const char* op, const char* what,
                                          std::optional<int> peer) const {
   const bool is_dst = std::string(what) == "dst";
@@ -96,7 +103,8 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   s.ranks = std::move(groups.ranks);
   s.world_size = static_cast<int>(s.ranks.size());
   s.rank_in_group = s.cpu_group->rank();
-  s.device = s.backend == "nccl" ? Device::cuda(local_rank) : Device::cpu();
+  s.device = s.backend == "nccl" ? coordinator_detail::cuda_device_for(local_rank) : Device::cpu();
+  coordinator_detail::init_device_layer(s.backend);
 
   if (use_device_communicator && s.world_size > 1) {
     DeviceCommunicatorContext context;
@@ -106,6 +114,12 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
     context.unique_name = s.unique_name;
     context.use_all2all = use_all2all;
     s.communicator = create_device_communicator(communicator_name(s.backend), context);
+    if (s.backend == "nccl") {
+      // Host tensors of an nccl coordinator travel over its CPU group (no device group here).
+      DeviceCommunicatorContext host_context = context;
+      host_context.device = Device::cpu();
+      s.host_communicator = create_device_communicator("cpu", host_context);
+    }
   }
   if (use_message_queue_broadcaster && s.world_size > 1) {
     s.mq_broadcaster = coordinator_detail::make_mq_object_broadcaster(s.cpu_group, s.unique_name);
@@ -173,6 +187,7 @@ void GroupCoordinator::destroy() {
   };
   // The communicator first: its teardown may still use the groups (vLLM's order).
   if (s.communicator) step([&] { s.communicator->destroy(); });
+  if (s.host_communicator) step([&] { s.host_communicator->destroy(); });
   s.mq_broadcaster.reset();
   // Destroying a group waits (bounded) for its in-flight transfers and aborts the rest, after
   // which no transfer reads the retained isend_tensor_dict buffers any more.

@@ -41,6 +41,8 @@ struct GroupCoordinator::Impl {
   std::shared_ptr<ProcessGroup> cpu_group;
   std::shared_ptr<ProcessGroup> device_group;  ///< gloo backend only
   std::unique_ptr<DeviceCommunicator> communicator;
+  /// nccl backend only: a "cpu" communicator over cpu_group, so host tensors never reach NCCL.
+  std::unique_ptr<DeviceCommunicator> host_communicator;
   /// Optional fast path of broadcast_object (see object_broadcaster.h); null today.
   std::unique_ptr<coordinator_detail::ObjectBroadcaster> mq_broadcaster;
   coordinator_detail::PendingIsends pending_isends;
@@ -52,6 +54,9 @@ struct GroupCoordinator::Impl {
   void check_alive(const char* op) const;
   /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.
   DeviceCommunicator& require_communicator(const char* op) const;
+  /// The communicator for `tensor`: host_communicator for host tensors when there is one (nccl
+  /// backend), else require_communicator(op).
+  DeviceCommunicator& communicator_for(const char* op, const Tensor& tensor) const;
   /// Validates an explicit or default peer for point-to-point `op`: in range and not this rank.
   /// `what` is "dst" or "src"; the default is the next (dst) or previous (src) group rank.
   int resolve_peer(const char* op, const char* what, std::optional<int> peer) const;

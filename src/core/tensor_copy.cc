@@ -1,12 +1,31 @@
-// Tensor copies. Host memory only for now: a later CUDA layer adds device copies.
+// Tensor copies. Host-to-host copies run here; a copy with a device tensor on either side goes to
+// the function a device layer registered for that device type (device_copy.h).
 #include <utility>
 
 #include "core/shape.h"
 #include "core/strided_copy.h"
 #include "groupcoord/check.h"
+#include "groupcoord/device_copy.h"
 #include "groupcoord/tensor.h"
 
 namespace groupcoord {
+
+namespace {
+
+const char* device_type_name(DeviceType type) { return type == DeviceType::CPU ? "cpu" : "cuda"; }
+
+// The registered copy for the device side of a copy between `dst` and `src` (at least one of them
+// is not on the CPU); std::invalid_argument naming `op` when the device layer registered none.
+DeviceCopyFn device_copy_for(const char* op, const Tensor& dst, const Tensor& src) {
+  const DeviceType type = dst.device().is_cpu() ? src.device().type : dst.device().type;
+  DeviceCopyFn fn = get_device_copy(type);
+  GC_CHECK(fn != nullptr, op, ": copying ", src.str(), " into ", dst.str(),
+           " is not supported: no ", device_type_name(type), " copy function is registered (the ",
+           device_type_name(type), " layer registers one when initialised; see device_copy.h)");
+  return fn;
+}
+
+}  // namespace
 
 Tensor Tensor::contiguous() const {
   check_defined("Tensor::contiguous");
@@ -16,8 +35,7 @@ Tensor Tensor::contiguous() const {
 
 Tensor Tensor::clone() const {
   check_defined("Tensor::clone");
-  GC_CHECK(device_.is_cpu(), "Tensor::clone: copying ", str(),
-           " is not supported yet (host tensors only)");
+  if (!device_.is_cpu()) device_copy_for("Tensor::clone", *this, *this);  // fail before allocating
   Tensor copy = empty(shape_, dtype_, device_);
   copy.copy_from(*this);
   return copy;
@@ -30,9 +48,12 @@ Tensor& Tensor::copy_from(const Tensor& src) {
            detail::shape_str(shape_), " vs source ", detail::shape_str(src.shape_));
   GC_CHECK(dtype_ == src.dtype_, "Tensor::copy_from: dtype mismatch, destination ",
            dtype_name(dtype_), " vs source ", dtype_name(src.dtype_));
-  GC_CHECK(device_.is_cpu() && src.device_.is_cpu(), "Tensor::copy_from: copying ", src.str(),
-           " into ", str(), " is not supported yet (host tensors only)");
-  detail::copy_strided(data_ptr(), strides_, src.data_ptr(), src.strides_, shape_, element_size());
+  if (device_.is_cpu() && src.device_.is_cpu()) {
+    detail::copy_strided(data_ptr(), strides_, src.data_ptr(), src.strides_, shape_,
+                         element_size());
+    return *this;
+  }
+  device_copy_for("Tensor::copy_from", *this, src)(src, *this);
   return *this;
 }
 

@@ -1,0 +1,154 @@
+// CudaCommunicator's uniform collectives. Each checks every argument before anything is enqueued,
+// then issues one NCCL call (or one group) on the current stream of the device.
+#include <cuda_runtime_api.h>
+
+#include "communicator/dim_layout.h"
+#include "communicator/sizes.h"
+#include "cuda/cuda_check.h"
+#include "cuda/cuda_communicator.h"
+#include "cuda/device_guard.h"
+#include "cuda/nccl_dtype.h"
+#include "groupcoord/check.h"
+#include "groupcoord/cuda/stream.h"
+
+namespace groupcoord {
+
+Tensor CudaCommunicator::all_reduce(const Tensor& input) {
+  const comm::OpLabel where = label("all_reduce");
+  cuda::NcclComm& nc = nccl(where.op);
+  check_tensor(where, input, "input");
+  const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
+  cuda::DeviceGuard guard(device_);
+  const Tensor in = input.contiguous();
+  Tensor out = Tensor::empty(in.shape(), in.dtype(), device_);
+  if (in.numel() == 0) return out;
+  cudaStream_t stream = current_cuda_stream(device_);
+  const std::size_t count = static_cast<std::size_t>(in.numel());
+  nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+    return api.AllReduce(in.data_ptr(), out.data_ptr(), count, sum.type, sum.op, c, stream);
+  });
+  return out;
+}
+
+Tensor CudaCommunicator::all_gather(const Tensor& input, int dim) {
+  const comm::OpLabel where = label("all_gather");
+  nccl(where.op);
+  check_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  cuda::DeviceGuard guard(device_);
+  return gather_uniform(input, d);
+}
+
+Tensor CudaCommunicator::reduce_scatter(const Tensor& input, int dim) {
+  const comm::OpLabel where = label("reduce_scatter");
+  cuda::NcclComm& nc = nccl(where.op);
+  check_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
+  GC_CHECK(input.size(d) % world_size_ == 0, where, ": size ", input.size(d), " of dim ", dim,
+           " is not divisible by the world size ", world_size_);
+  cuda::DeviceGuard guard(device_);
+  return scatter_uniform(where, input, d);
+}
+
+std::optional<Tensor> CudaCommunicator::gather(const Tensor& input, int dst, int dim) {
+  const comm::OpLabel where = label("gather");
+  cuda::NcclComm& nc = nccl(where.op);
+  check_tensor(where, input, "input");
+  comm::check_peer_rank(where, dst, "dst", rank_, world_size_, /*allow_self=*/true);
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  cuda::DeviceGuard guard(device_);
+  cudaStream_t stream = current_cuda_stream(device_);
+  const Tensor front = comm::move_dim_to_front(input, d);
+  const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
+  const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
+  const std::size_t chunk = front.nbytes();
+  Tensor out;
+  std::vector<cuda::NcclCall> calls;
+  if (rank_ == dst) {
+    Shape shape = front.shape();
+    shape[0] *= world_size_;
+    out = Tensor::empty(shape, front.dtype(), device_);
+    char* base = static_cast<char*>(out.data_ptr());
+    if (chunk > 0) {
+      GC_CUDA_CHECK(cudaMemcpyAsync(base + rank_ * chunk, front.data_ptr(), chunk,
+                                    cudaMemcpyDeviceToDevice, stream),
+                    where, ": copying this rank's part");
+    }
+    for (int r = 0; r < world_size_; ++r) {
+      if (r == dst) continue;
+      void* slot = base + r * chunk;
+      calls.push_back([=](const cuda::NcclApi& api, ncclComm_t c) {
+        return api.Recv(slot, count, type.type, r, c, stream);
+      });
+    }
+  } else {
+    const void* data = front.data_ptr();
+    calls.push_back([=](const cuda::NcclApi& api, ncclComm_t c) {
+      return api.Send(data, count, type.type, dst, c, stream);
+    });
+  }
+  if (count > 0 && !calls.empty()) nc.enqueue_group(where.op, stream, calls);
+  if (rank_ != dst) return std::nullopt;
+  return comm::move_dim_from_front(out, d);
+}
+
+Tensor CudaCommunicator::broadcast(const Tensor& tensor, int src) {
+  const comm::OpLabel where = label("broadcast");
+  cuda::NcclComm& nc = nccl(where.op);
+  check_tensor(where, tensor, "tensor");
+  comm::check_peer_rank(where, src, "src", rank_, world_size_, /*allow_self=*/true);
+  if (tensor.numel() == 0) return tensor;
+  cuda::DeviceGuard guard(device_);
+  cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::NcclType type = cuda::nccl_move_type(tensor.dtype(), nc.nccl_version());
+  const std::size_t count = static_cast<std::size_t>(tensor.numel()) * type.scale;
+  // In place on a strided tensor: broadcast a compact copy, then write it back.
+  const Tensor staging = tensor.contiguous();
+  void* data = staging.data_ptr();
+  nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+    return api.Broadcast(data, data, count, type.type, src, c, stream);
+  });
+  if (!tensor.is_contiguous() && rank_ != src) {
+    Tensor target = tensor;
+    target.copy_from(staging);
+  }
+  return tensor;
+}
+
+Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim) {
+  cuda::NcclComm& nc = *nccl_;
+  cudaStream_t stream = current_cuda_stream(device_);
+  const Tensor front = comm::move_dim_to_front(input, dim);
+  Shape shape = front.shape();
+  shape[0] *= world_size_;
+  Tensor out = Tensor::empty(shape, front.dtype(), device_);
+  if (front.numel() > 0) {
+    const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
+    const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
+    nc.enqueue("all_gather", stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+      return api.AllGather(front.data_ptr(), out.data_ptr(), count, type.type, c, stream);
+    });
+  }
+  return comm::move_dim_from_front(out, dim);
+}
+
+Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim) {
+  cuda::NcclComm& nc = *nccl_;
+  cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
+  const Tensor front = comm::move_dim_to_front(input, dim);
+  Shape shape = front.shape();
+  shape[0] /= world_size_;
+  Tensor out = Tensor::empty(shape, front.dtype(), device_);
+  if (out.numel() > 0) {
+    const std::size_t count = static_cast<std::size_t>(out.numel());
+    nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+      return api.ReduceScatter(front.data_ptr(), out.data_ptr(), count, sum.type, sum.op, c,
+                               stream);
+    });
+  }
+  return comm::move_dim_from_front(out, dim);
+}
+
+}  // namespace groupcoord

@@ -1,0 +1,139 @@
+// The "cuda" device communicator: every collective of a GroupCoordinator on CUDA tensors, over
+// NCCL (vLLM's CudaCommunicator with its PyNcclCommunicator). Registered under "cuda" by
+// register_builtin_device_communicators (coordinator layer) in builds with CUDA.
+//
+// It builds its own NcclComm from context.cpu_group (collective) on context.device, installs the
+// CUDA allocator and copy kernels if absent (init_cuda_layer), and accepts tensors on that device
+// of every DType, with any strides. Each operation runs on the current stream of the device
+// (groupcoord/cuda/stream.h) and returns without waiting for the GPU: results are ready in
+// stream order, and outputs come from the CUDA allocator, stream-ordered. Collectives along a dim
+// other than 0 move that dim to the front with the strided-copy kernel, run the dim-0 NCCL call
+// and move it back. Sums use ncclSum (bool: logical or); see nccl_dtype.h for the types.
+//
+//   all_reduce      ncclAllReduce (out of place)
+//   all_gather      ncclAllGather
+//   all_gatherv     ncclAllGather when the sizes are uniform, else one ncclBroadcast per rank
+//                   inside ncclGroupStart/End
+//   reduce_scatter  ncclReduceScatter
+//   reduce_scatterv ncclReduceScatter when uniform, else one ncclReduce per rank in a group
+//   gather          ncclSend to dst / ncclRecv from every rank on dst, in a group
+//   broadcast       ncclBroadcast in place
+//   send/recv       ncclSend/ncclRecv, enqueued (stream-ordered, as vLLM's pynccl)
+//   isend/irecv     as send/recv, with a Work backed by a CUDA event
+//   dispatch/combine  the naive all-to-all: all_gatherv / reduce_scatterv along dim 0 with the
+//                   token counts exchanged over cpu_group (as the cpu communicator)
+//
+// Collective rule: every method except send/recv/isend/irecv must be called by every rank of the
+// group, in the same order, with matching shapes and dtypes. Arguments are checked before
+// anything is enqueued. Nothing hangs: a peer that does not take part makes the watchdog abort
+// the communicator after the group's timeout (nccl_comm.h), and later calls, synchronize() and
+// Work::wait() throw TimeoutError naming the group and the operation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "communicator/op_label.h"
+#include "cuda/nccl_comm.h"
+#include "groupcoord/device_communicator.h"
+
+namespace groupcoord {
+
+/// Builds the "cuda" communicator (collective over context.cpu_group). std::invalid_argument
+/// when the context has no cpu_group or its device is not a CUDA device this process sees;
+/// DistributedError / TimeoutError when NCCL cannot be loaded or initialised (see NcclComm).
+std::unique_ptr<DeviceCommunicator> make_cuda_communicator(
+    const DeviceCommunicatorContext& context);
+
+/// NCCL-backed communicator over device memory. See the file comment for the rules.
+class CudaCommunicator final : public DeviceCommunicator {
+ public:
+  /// See make_cuda_communicator.
+  explicit CudaCommunicator(const DeviceCommunicatorContext& context);
+  /// Calls destroy(); logs rather than throws.
+  ~CudaCommunicator() override;
+
+  std::string backend_name() const override { return "cuda"; }
+  int rank_in_group() const override { return rank_; }
+  int world_size() const override { return world_size_; }
+  /// The device every tensor must live on.
+  Device device() const { return device_; }
+
+  Tensor all_reduce(const Tensor& input) override;
+  Tensor all_gather(const Tensor& input, int dim = -1) override;
+  using DeviceCommunicator::all_gatherv;
+  std::vector<Tensor> all_gatherv(
+      const std::vector<Tensor>& inputs, int dim = 0,
+      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
+  Tensor reduce_scatter(const Tensor& input, int dim = -1) override;
+  Tensor reduce_scatterv(
+      const Tensor& input, int dim = -1,
+      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
+  std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) override;
+  Tensor broadcast(const Tensor& tensor, int src = 0) override;
+
+  /// Enqueues the send and returns (the tensor is kept alive until it has been sent).
+  void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) override;
+  /// Enqueues the receive into a new tensor and returns it (valid in stream order).
+  Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) override;
+  /// A non-contiguous tensor is sent from a contiguous copy, which the Work keeps alive.
+  /// Not allowed during CUDA graph capture (the Work's event could not be waited on).
+  std::shared_ptr<Work> isend(const Tensor& tensor, int dst) override;
+  /// `tensor` must be contiguous; it is written when the Work completes.
+  std::shared_ptr<Work> irecv(const Tensor& tensor, int src) override;
+
+  DispatchRouterLogitsResult dispatch_router_logits(
+      const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel = false,
+      const std::vector<Tensor>& extra_tensors = {}) override;
+  DispatchResult dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
+                          const Tensor& topk_ids, bool is_sequence_parallel = false,
+                          const std::vector<Tensor>& extra_tensors = {}) override;
+  Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) override;
+
+  /// Waits on the host until the work enqueued so far on the device's current stream has run,
+  /// bounded by the group's timeout. Throws TimeoutError / DistributedError naming the group and
+  /// the operation when the communicator broke meanwhile (not collective).
+  void synchronize();
+
+  /// Releases the NCCL communicator (bounded, see NcclComm::destroy). Idempotent; later calls
+  /// throw DistributedError. Not to be called concurrently with other methods.
+  void destroy() override;
+
+ private:
+  /// The NCCL communicator, or DistributedError naming the group and `op` after destroy().
+  cuda::NcclComm& nccl(const char* op) const;
+  comm::OpLabel label(const char* op) const { return comm::OpLabel{name_, op}; }
+  /// std::invalid_argument unless `tensor` is defined and on device_; `what` names it.
+  void check_tensor(const comm::OpLabel& where, const Tensor& tensor, const char* what) const;
+
+  /// all_gather of one checked input along the wrapped dim `dim`.
+  Tensor gather_uniform(const Tensor& input, int dim);
+  /// all_gatherv of one checked input with non-uniform `sizes` (grouped broadcasts).
+  Tensor gather_varying(const Tensor& input, int dim, const std::vector<std::int64_t>& sizes);
+  /// reduce_scatter of one checked input along the wrapped dim `dim` (equal shares).
+  Tensor scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim);
+  /// reduce_scatterv with non-uniform `sizes` (grouped reduces).
+  Tensor scatter_varying(const comm::OpLabel& where, const Tensor& input, int dim,
+                         const std::vector<std::int64_t>& sizes);
+  /// Gathers `tensors` (tensors[0] defines the token count) along dim 0 with counts exchanged
+  /// over the CPU group; every rank throws when any rank's inputs are invalid.
+  std::vector<Tensor> dispatch_tensors(const char* op, const std::vector<Tensor>& tensors,
+                                       const std::vector<std::string>& names);
+
+  std::string name_;
+  Device device_;
+  std::shared_ptr<ProcessGroup> cpu_group_;
+  std::shared_ptr<cuda::NcclComm> nccl_;
+  int rank_ = 0;
+  int world_size_ = 1;
+  bool use_all2all_ = false;
+  /// Token counts of the last dispatch, one per rank (for combine).
+  std::optional<std::vector<std::int64_t>> last_counts_;
+  std::atomic<bool> destroyed_{false};
+};
+
+}  // namespace groupcoord

@@ -1,0 +1,254 @@
+// NcclComm operations, waits and teardown. Creation is in nccl_comm_init.cc, the watchdog and
+// the failure handling in nccl_watchdog.cc.
+#include "cuda/nccl_comm.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/device_guard.h"
+#include "cuda/poll_pause.h"
+#include "groupcoord/check.h"
+#include "groupcoord/logging.h"
+
+namespace groupcoord {
+namespace cuda {
+
+namespace {
+
+// Teardown waits at most this long for ncclCommFinalize, as ProcessGroup::destroy does.
+constexpr std::chrono::milliseconds kFinalizeLimit{10000};
+
+// Our own waits give the watchdog (which polls every few ms) the chance to report first, so the
+// error names the operation that hung rather than the wait.
+constexpr std::chrono::milliseconds kWaitSlack{500};
+
+}  // namespace
+
+NcclComm::~NcclComm() {
+  try {
+    destroy();
+  } catch (const std::exception& e) {
+    GC_LOG(Warn, name_, ": destroying the NCCL communicator failed: ", e.what());
+  }
+}
+
+void NcclComm::enqueue(const char* op, cudaStream_t stream, const NcclCall& call,
+                       Tensor keepalive) {
+  DeviceGuard guard(device_);
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_if_unusable_locked(op);
+    result = call(*api_, comm_);
+  }
+  settle(op, result);
+  track(op, stream, std::move(keepalive));
+}
+
+void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
+                             const std::vector<NcclCall>& calls, Tensor keepalive) {
+  enqueue(
+      op, stream,
+      [&calls](const NcclApi& api, ncclComm_t comm) {
+        ncclResult_t result = api.GroupStart();
+        if (result != ncclSuccess) return result;
+        for (const NcclCall& call : calls) {
+          result = call(api, comm);
+          if (result != ncclSuccess && result != ncclInProgress) {
+            api.GroupEnd();  // closes the group; NCCL reports the failure again there
+            return result;
+          }
+        }
+        return api.GroupEnd();
+      },
+      std::move(keepalive));
+}
+
+void NcclComm::settle(const char* op, ncclResult_t result) {
+  if (result == ncclSuccess) return;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int round = 0;; ++round) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw_if_unusable_locked(op);
+      ncclResult_t state = ncclSuccess;
+      api_->CommGetAsyncError(comm_, &state);
+      if (result != ncclInProgress && (state == ncclSuccess || state == ncclInProgress)) {
+        // The call itself was refused, but the communicator is fine.
+        GC_THROW(DistributedError, name_, " ", op,
+                 ": NCCL refused the call: ", nccl_result_text(result), last_error_locked());
+      }
+      if (state == ncclSuccess) return;
+      if (state != ncclInProgress) {
+        break_locked(false, std::string(op) + " failed in NCCL: " + nccl_result_text(state) +
+                                last_error_locked());
+        throw_broken(op);
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        break_locked(true, std::string(op) + " was still being issued by NCCL after " +
+                               std::to_string(timeout_.count()) + " ms");
+        throw_broken(op);
+      }
+    }
+    poll_pause(round);
+  }
+}
+
+std::string NcclComm::last_error_locked() const {
+  if (comm_ == nullptr || api_->GetLastError == nullptr) return "";
+  const char* text = api_->GetLastError(comm_);
+  return text != nullptr && *text != '\0' ? std::string(": ") + text : std::string();
+}
+
+cudaEvent_t NcclComm::take_event() {
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    if (!event_pool_.empty()) {
+      cudaEvent_t event = event_pool_.back();
+      event_pool_.pop_back();
+      return event;
+    }
+  }
+  cudaEvent_t event = nullptr;
+  GC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name_,
+                ": creating a CUDA event");
+  return event;
+}
+
+void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), name_, " ", op);
+  if (status != cudaStreamCaptureStatusNone) return;  // a graph node: nothing runs yet
+  cudaEvent_t event = take_event();
+  const cudaError_t recorded = cudaEventRecord(event, stream);
+  if (recorded != cudaSuccess) {
+    cudaEventDestroy(event);
+    GC_CUDA_CHECK(recorded, name_, " ", op, ": recording the completion event");
+  }
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    in_flight_.push_back(
+        InFlight{op, event, std::chrono::steady_clock::now(), std::move(keepalive)});
+  }
+  wake_.notify_one();
+}
+
+void NcclComm::wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout,
+                          bool abort_on_expiry) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  for (int round = 0;; ++round) {
+    const cudaError_t state = cudaEventQuery(event);
+    if (state == cudaSuccess) {
+      // After an abort NCCL's kernels quit early, so a completed event proves nothing then.
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (broken_) throw_broken(op);
+      return;
+    }
+    if (state != cudaErrorNotReady) {
+      GC_CUDA_CHECK(state, name_, " ", op, ": waiting for the operation");
+    }
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (destroyed_.load() || broken_) throw_if_unusable_locked(op);
+    }
+    if (std::chrono::steady_clock::now() >= deadline) {
+      if (abort_on_expiry) {
+        break_comm(true, std::string(op) + " did not complete within " +
+                             std::to_string(timeout.count()) + " ms");
+        std::lock_guard<std::mutex> lock(mutex_);
+        throw_broken(op);
+      }
+      GC_THROW(TimeoutError, name_, " ", op, ": the operation did not complete within ",
+               timeout.count(), " ms (it is still running)");
+    }
+    poll_pause(round);
+  }
+}
+
+void NcclComm::synchronize(cudaStream_t stream, const char* op) {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_if_unusable_locked(op);
+  }
+  DeviceGuard guard(device_);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), name_, " ", op);
+  GC_CHECK(status == cudaStreamCaptureStatusNone, name_, " ", op,
+           ": cannot wait for a stream that is being captured into a CUDA graph");
+  cudaEvent_t event = take_event();
+  try {
+    GC_CUDA_CHECK(cudaEventRecord(event, stream), name_, " ", op);
+    wait_event(event, op, timeout_ + kWaitSlack, /*abort_on_expiry=*/true);
+  } catch (...) {
+    cudaEventDestroy(event);  // it may still be pending: never hand it out again
+    throw;
+  }
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  event_pool_.push_back(event);
+}
+
+void NcclComm::throw_if_unusable_locked(const char* op) const {
+  if (destroyed_.load()) {
+    GC_THROW(DistributedError, name_, " ", op, ": the NCCL communicator was destroyed");
+  }
+  if (broken_) throw_broken(op);
+  if (comm_ == nullptr) {
+    GC_THROW(DistributedError, name_, " ", op, ": the NCCL communicator is not initialised");
+  }
+}
+
+void NcclComm::check_usable(const char* op) const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  throw_if_unusable_locked(op);
+}
+
+bool NcclComm::is_broken() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return broken_;
+}
+
+void NcclComm::destroy() {
+  if (destroyed_.exchange(true)) return;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    stop_ = true;
+  }
+  wake_.notify_all();
+  if (watchdog_.joinable()) watchdog_.join();
+
+  bool clean = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (comm_ != nullptr) {
+      cudaSetDevice(device_.index);  // NCCL frees device memory of this device
+      clean = finalize_locked(std::min(timeout_, kFinalizeLimit));
+      if (clean) {
+        // A non-blocking communicator may finish freeing itself in the background
+        // (ncclInProgress): after finalize nothing of ours is still in flight.
+        const ncclResult_t destroyed = api_->CommDestroy(comm_);
+        if (destroyed != ncclSuccess && destroyed != ncclInProgress) {
+          GC_LOG(Warn, name_, ": ncclCommDestroy failed: ", nccl_result_text(destroyed));
+        }
+      } else {
+        GC_LOG(Warn, name_, ": NCCL finalize did not complete; aborting the communicator");
+        api_->CommAbort(comm_);
+      }
+      comm_ = nullptr;
+    }
+  }
+  release_in_flight(clean);
+}
+
+bool NcclComm::finalize_locked(std::chrono::milliseconds limit) {
+  ncclResult_t state = api_->CommFinalize(comm_);
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int round = 0; state == ncclInProgress; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    poll_pause(round);
+    api_->CommGetAsyncError(comm_, &state);
+  }
+  return state == ncclSuccess;
+}
+
+}  // namespace cuda
+}  // namespace groupcoord

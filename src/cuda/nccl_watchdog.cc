@@ -1,0 +1,158 @@
+// NcclComm's watchdog thread and failure handling. The thread wakes every few milliseconds while
+// operations are in flight (rarely otherwise), reaps the operations whose events completed, and
+// aborts the communicator on an asynchronous NCCL error or when the oldest operation has been in
+// flight longer than the timeout. Waiting callers then see the broken flag and throw.
+#include <cuda_runtime_api.h>
+
+#include "cuda/abort_registry.h"
+#include "cuda/cuda_check.h"
+#include "cuda/nccl_comm.h"
+#include "groupcoord/check.h"
+#include "groupcoord/logging.h"
+
+namespace groupcoord {
+namespace cuda {
+
+namespace {
+
+// Poll periods: short while work is in flight (the timeout is detected within this much), long
+// when idle (only asynchronous errors can show up then).
+constexpr std::chrono::milliseconds kBusyPeriod{10};
+constexpr std::chrono::milliseconds kIdlePeriod{200};
+
+// Buffers of operations that never completed: kept (reachable, so leak checkers stay quiet)
+// until the process ends.
+void keep_forever(Tensor tensor) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(tensor));
+}
+
+}  // namespace
+
+void NcclComm::break_locked(bool timed_out, const std::string& reason) {
+  if (broken_) return;  // the first reason is the one worth reporting
+  broken_ = true;
+  broken_by_timeout_ = timed_out;
+  broken_reason_ = reason;
+  GC_LOG(Error, name_, ": aborting the NCCL communicator (rank ", rank_, " of ", size_, " on ",
+         device_.str(), "): ", reason);
+  if (comm_ != nullptr) {
+    // Aborting makes NCCL's kernels give up, so every stream waiting on them drains.
+    api_->CommAbort(comm_);
+    comm_ = nullptr;
+  }
+  record_abort(name_ + ": " + reason);
+}
+
+void NcclComm::break_comm(bool timed_out, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  break_locked(timed_out, reason);
+}
+
+void NcclComm::throw_broken(const char* op) const {
+  if (broken_by_timeout_) {
+    GC_THROW(TimeoutError, name_, " ", op, ": the NCCL communicator was aborted because ",
+             broken_reason_);
+  }
+  GC_THROW(DistributedError, name_, " ", op, ": the NCCL communicator was aborted because ",
+           broken_reason_);
+}
+
+void NcclComm::watchdog_loop() {
+  // The watchdog may query events while another thread captures a CUDA graph in global mode,
+  // which would make those calls fail (and invalidate the capture): relax the mode for this
+  // thread.
+  cudaSetDevice(device_.index);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  std::unique_lock<std::mutex> lock(in_flight_mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, in_flight_.empty() ? kIdlePeriod : kBusyPeriod);
+    if (stop_) break;
+    lock.unlock();
+    try {
+      watchdog_check();
+    } catch (const std::exception& e) {
+      GC_LOG(Error, name_, ": NCCL watchdog: ", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void NcclComm::watchdog_check() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_ && comm_ != nullptr) {
+      ncclResult_t state = ncclSuccess;
+      api_->CommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        break_locked(false, "NCCL reported an asynchronous error: " + nccl_result_text(state) +
+                                last_error_locked());
+      }
+    }
+  }
+  std::vector<Tensor> finished;  // released outside the lock (freeing may call into CUDA)
+  std::string failure;
+  bool timed_out = false;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      const cudaError_t state = cudaEventQuery(it->event);
+      if (state == cudaSuccess) {
+        event_pool_.push_back(it->event);
+        finished.push_back(std::move(it->keepalive));
+        it = in_flight_.erase(it);
+      } else if (state == cudaErrorNotReady) {
+        ++it;
+      } else {
+        (void)cudaGetLastError();
+        if (failure.empty()) failure = it->op + " failed on the GPU: " + cuda_error_text(state);
+        ++it;
+      }
+    }
+    // Entries are in enqueue order, so the front one has waited longest.
+    if (failure.empty() && !in_flight_.empty()) {
+      const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::steady_clock::now() - in_flight_.front().enqueued);
+      if (age > timeout_) {
+        timed_out = true;
+        failure = in_flight_.front().op + " did not complete within the group's timeout of " +
+                  std::to_string(timeout_.count()) + " ms (enqueued " +
+                  std::to_string(age.count()) + " ms ago; did every rank call it?)";
+      }
+    }
+  }
+  if (!failure.empty()) break_comm(timed_out, failure);
+}
+
+void NcclComm::release_in_flight(bool all_completed) {
+  std::deque<InFlight> entries;
+  std::vector<cudaEvent_t> pool;
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    entries.swap(in_flight_);
+    pool.swap(event_pool_);
+  }
+  std::size_t leaked = 0;
+  for (InFlight& entry : entries) {
+    if (all_completed || cudaEventQuery(entry.event) == cudaSuccess) {
+      cudaEventDestroy(entry.event);
+    } else {
+      // The GPU may still touch the buffer: leaking it beats freeing memory in use.
+      keep_forever(std::move(entry.keepalive));
+      ++leaked;
+    }
+  }
+  for (cudaEvent_t event : pool) cudaEventDestroy(event);
+  (void)cudaGetLastError();
+  if (leaked > 0) {
+    GC_LOG(Warn, name_, ": ", leaked,
+           " NCCL operation(s) had not completed at teardown; their "
+           "buffers are leaked on purpose");
+  }
+}
+
+}  // namespace cuda
+}  // namespace groupcoord

@@ -1,0 +1,123 @@
+#include "cuda_fixture.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <numeric>
+
+#include "groupcoord/cuda/runtime.h"
+
+namespace groupcoord {
+namespace testing {
+
+namespace {
+
+struct Shared {
+  std::shared_ptr<ProcessGroup> group;
+  std::unique_ptr<CudaCommunicator> comm;
+  std::string setup_error;
+};
+
+Shared& shared() {
+  static Shared state;
+  return state;
+}
+
+Device rank_device() {
+  const int count = visible_gpus();
+  return Device::cuda(count > 0 ? test_world().rendezvous.local_rank % count : 0);
+}
+
+// See the file comment of cuda_fixture.h. Must run before the first NCCL call of the process.
+void prepare_nccl_environment() {
+  // Ranks on this node; without launcher information assume they all are (the test is local).
+  const auto& rendezvous = test_world().rendezvous;
+  const int local_ranks =
+      rendezvous.local_world_size > 0 ? rendezvous.local_world_size : rendezvous.world_size;
+  if (local_ranks > visible_gpus()) {
+    const std::string host = "gc-test-host-" + std::to_string(test_world().rendezvous.rank);
+    setenv("NCCL_HOSTID", host.c_str(), /*overwrite=*/0);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
+}
+
+std::shared_ptr<ProcessGroup> reversed_world_group(const std::string& name,
+                                                   std::chrono::milliseconds timeout) {
+  const auto& world = test_world().world_group;
+  std::vector<int> reversed(world->size());
+  std::iota(reversed.rbegin(), reversed.rend(), 0);
+  ProcessGroupOptions options;
+  options.timeout = timeout;
+  options.name = name;
+  return world->new_group(reversed, options);
+}
+
+class CudaCommEnvironment : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    if (visible_gpus() == 0) return;
+    prepare_nccl_environment();
+    try {
+      shared().group = reversed_world_group("cudatest-cpu", test_world().world_group->timeout());
+      DeviceCommunicatorContext context;
+      context.cpu_group = shared().group;
+      context.device = rank_device();
+      context.unique_name = kCudaGroupName;
+      context.use_all2all = true;
+      shared().comm = std::make_unique<CudaCommunicator>(context);
+    } catch (const std::exception& e) {
+      shared().setup_error = e.what();
+    }
+  }
+  void TearDown() override {
+    if (shared().comm) shared().comm->destroy();
+    shared().comm.reset();
+    if (shared().group) shared().group->destroy();
+    shared().group.reset();
+  }
+};
+
+const auto* const kEnvironment = ::testing::AddGlobalTestEnvironment(new CudaCommEnvironment);
+
+}  // namespace
+
+void CudaCommTest::SetUp() {
+  MultiProcessTest::SetUp();
+  if (visible_gpus() == 0) GTEST_SKIP() << kNoGpuMessage;
+  ASSERT_TRUE(shared().setup_error.empty())
+      << "creating the shared cuda communicator failed: " << shared().setup_error;
+  ASSERT_NE(shared().comm, nullptr);
+  ASSERT_EQ(shared().comm->rank_in_group(), world_size() - 1 - rank());
+}
+
+CudaCommunicator& CudaCommTest::comm() { return *shared().comm; }
+
+Device CudaCommTest::device() const { return rank_device(); }
+
+std::unique_ptr<CudaCommunicator> CudaCommTest::make_communicator(
+    const std::string& name, std::chrono::milliseconds timeout) {
+  DeviceCommunicatorContext context;
+  context.cpu_group = reversed_world_group(name + "-cpu", timeout);
+  context.device = rank_device();
+  context.unique_name = name;
+  return std::make_unique<CudaCommunicator>(context);
+}
+
+void expect_invalid(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    ADD_FAILURE() << "expected std::invalid_argument, nothing was thrown";
+  } catch (const std::invalid_argument& e) {
+    const std::string message = e.what();
+    for (const std::string& part : parts) {
+      EXPECT_NE(message.find(part), std::string::npos)
+          << "message lacks '" << part << "': " << message;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "expected std::invalid_argument, got: " << e.what();
+  }
+}
+
+}  // namespace testing
+}  // namespace groupcoord

@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# Builds the CUDA layer and runs its GPU tests on a GPU host (DESIGN.md §4). Exit status is
+# non-zero when any step fails; logs go to $OUT when set (else build-gpu/logs), one file per step
+# plus summary.txt.
+#
+#   tools/gpu-tests.sh
+#
+# What it does:
+#   1. Gloo, GTest and DLPack from /opt/deps/usr (unpacking .deps/*.deb there first when that
+#      folder is missing and the .deb files are in the checkout), CUDA 13 from /usr/local/cuda.
+#   2. Configures build-gpu/ (CUDA on, Python and examples off) and builds the two CUDA test
+#      binaries.
+#   3. test_cuda_units (one process), test_cuda_communicator with 1 rank, then with 2 ranks on
+#      however many GPUs there are: when the ranks share one GPU, NCCL needs a distinct
+#      NCCL_HOSTID per process and sockets on the loopback interface.
+#   4. compute-sanitizer memcheck on test_cuda_units and on the 1-rank communicator test.
+#
+# NCCL: torch's 2.28.9 is used when present (the system 2.28.3 has broken symmetric kernels);
+# GROUPCOORD_NCCL_LIBRARY set by the caller wins. NVLink multicast stays off.
+set -uo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+BUILD="$ROOT/build-gpu"
+DEPS=/opt/deps
+LOGS="${OUT:-$BUILD/logs}"
+mkdir -p "$LOGS"
+SUMMARY="$LOGS/summary.txt"
+: >"$SUMMARY"
+STATUS=0
+
+log() { printf '[gpu-tests] %s\n' "$*" | tee -a "$SUMMARY"; }
+
+# run_step NAME TIMEOUT_S COMMAND...: runs COMMAND with its output in $LOGS/NAME.log.
+run_step() {
+  local name="$1" limit="$2"
+  shift 2
+  log "$name: $*"
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  local verdict="passed"
+  [ $rc -ne 0 ] && verdict="FAILED (exit $rc)" && STATUS=1
+  log "$name: $verdict in $((SECONDS - start)) s"
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|tests? ran|ERROR SUMMARY' "$LOGS/$name.log" \
+    | sed 's/\x1b\[[0-9;]*m//g' | head -40 >>"$SUMMARY"
+  return $rc
+}
+
+# ---- dependencies ------------------------------------------------------------------------------
+if [ ! -d "$DEPS/usr" ] && ls "$ROOT"/.deps/*.deb >/dev/null 2>&1; then
+  log "unpacking $ROOT/.deps/*.deb into $DEPS"
+  mkdir -p "$DEPS"
+  for deb in "$ROOT"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+fi
+export LD_LIBRARY_PATH="$DEPS/usr/lib:$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="/usr/local/cuda/bin:$PATH"
+TORCH_NCCL=/opt/torch/.venv/lib/python3.12/site-packages/nvidia/nccl/lib/libnccl.so.2
+if [ -z "${GROUPCOORD_NCCL_LIBRARY:-}" ] && [ -f "$TORCH_NCCL" ]; then
+  export GROUPCOORD_NCCL_LIBRARY="$TORCH_NCCL"
+fi
+export NCCL_NVLS_ENABLE=0
+export GROUPCOORD_LOG_LEVEL="${GROUPCOORD_LOG_LEVEL:-info}"  # shows the NCCL version loaded
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+log "NCCL library: ${GROUPCOORD_NCCL_LIBRARY:-libnccl.so.2 from the loader path}"
+nvidia-smi --query-gpu=index,name,memory.total --format=csv,noheader 2>&1 | tee -a "$SUMMARY"
+
+# ---- build -------------------------------------------------------------------------------------
+CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
+  -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=OFF -DGROUPCOORD_BUILD_EXAMPLES=OFF
+  -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_PREFIX_PATH="$DEPS/usr"
+  -DCMAKE_CUDA_ARCHITECTURES=90)
+BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_units test_cuda_communicator test_cuda_coordinator)
+if ! run_step configure 600 "${CONFIGURE[@]}" || ! run_step build 1500 "${BUILD_CMD[@]}"; then
+  tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null
+  log "the build failed; see $LOGS/configure.log and $LOGS/build.log"
+  exit 1
+fi
+
+UNITS="$BUILD/tests/cuda/test_cuda_units"
+COMM="$BUILD/tests/cuda/test_cuda_communicator"
+COORD="$BUILD/tests/cuda/test_cuda_coordinator"
+MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
+MPI_ENV=(-x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GROUPCOORD_LOG_LEVEL -x NCCL_SOCKET_IFNAME=lo)
+[ -n "${GROUPCOORD_NCCL_LIBRARY:-}" ] && MPI_ENV+=(-x GROUPCOORD_NCCL_LIBRARY)
+
+# ---- tests -------------------------------------------------------------------------------------
+run_step units 300 "$UNITS"
+run_step np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$COMM"
+# Each rank claims its own host so that two ranks may share one GPU ($0 is the binary).
+run_step np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COMM"
+
+run_step coord-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$COORD"
+run_step coord-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COORD"
+
+# ---- compute-sanitizer ---------------------------------------------------------------------------
+if command -v compute-sanitizer >/dev/null; then
+  # Memory errors only: NCCL probes kernel images for other architectures at init and handles the
+  # resulting cudaErrorNoKernelImageForDevice itself; those API errors are not ours.
+  SANITIZER=(compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3)
+  run_step memcheck-units 600 "${SANITIZER[@]}" "$UNITS"
+  run_step memcheck-np1 600 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "${SANITIZER[@]}" "$COMM"
+else
+  log "memcheck: compute-sanitizer not found; skipped"
+fi
+
+if [ $STATUS -eq 0 ]; then log "all GPU tests passed"; else log "GPU TESTS FAILED"; fi
+exit $STATUS
