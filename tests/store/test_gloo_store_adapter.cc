@@ -72,6 +72,10 @@ TEST(GlooStoreAdapter, GlooFullMeshRendezvousOverTcpStore) {
     context->setTimeout(10s);
     context->connectFullMesh(prefixed, device);
     EXPECT_EQ(context->size, kRanks);
+    // Keep this rank's connections open until every rank has finished connecting: a rank that
+    // tore its device down early would close pairs its peers are still setting up.
+    store->set("connected/" + std::to_string(rank), "1");
+    for (int r = 0; r < kRanks; ++r) store->wait({"connected/" + std::to_string(r)});
   });
 }
 
