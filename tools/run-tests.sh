@@ -13,5 +13,10 @@ status=0
 gc_log "running ctest"
 (cd "$build_dir" && ctest --output-on-failure -j "$(nproc)" --timeout 600 "$@") || status=1
 
+# The Python suite (builds with the binding; not when ctest arguments select tests).
+if [ $# -eq 0 ] && [ -f "$build_dir/python/groupcoord/__init__.py" ]; then
+  "$GROUPCOORD_ROOT/tools/run-pytest.sh" -b "$build_dir" || status=1
+fi
+
 if [ $status -eq 0 ]; then gc_log "all tests passed"; else gc_log "TESTS FAILED"; fi
 exit $status

@@ -1,0 +1,95 @@
+#!/usr/bin/env bash
+# The Python binding on a GPU host (DESIGN.md §4: Ubuntu, CUDA 13, torch, pybind11 and numpy 2
+# from pip, Gloo from Debian packages in .deps/). Logs go to $OUT (else build-gpu-py/logs).
+#   1. builds build-gpu-py/ (CUDA and Python on) and runs the CPU pytest suite with 1 and 2 ranks
+#      (numpy 2, pybind11 3 here);
+#   2. torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks on GPU 0);
+#   3. the Python-vs-C++ overhead benchmark with 2 ranks;
+#   4. pip install ./python through scikit-build-core (CPU only) and an import of the result.
+set -uo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
+BUILD="$ROOT/build-gpu-py"
+DEPS=/opt/deps
+LOGS="${OUT:-$BUILD/logs}"
+mkdir -p "$LOGS"
+STATUS=0
+step() {  # step NAME TIMEOUT COMMAND...
+  local name="$1" limit="$2"; shift 2
+  local start=$SECONDS
+  timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
+  local rc=$?
+  [ $rc -ne 0 ] && STATUS=1
+  echo "[gpu-py] $name: exit $rc in $((SECONDS - start)) s" | tee -a "$LOGS/summary.txt"
+  tail -n 25 "$LOGS/$name.log" >>"$LOGS/summary.txt"
+  return $rc
+}
+
+if [ ! -d "$DEPS/usr" ]; then
+  mkdir -p "$DEPS"
+  for deb in "$ROOT"/.deps/*.deb; do dpkg -x "$deb" "$DEPS"; done
+fi
+export LD_LIBRARY_PATH="$DEPS/usr/lib:$DEPS/usr/lib/x86_64-linux-gnu${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export PATH="/usr/local/cuda/bin:$PATH" NCCL_NVLS_ENABLE=0 PYTHONUNBUFFERED=1
+export OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1
+export OMPI_MCA_btl_vader_single_copy_mechanism=none
+# /opt/gcc's g++ (first on PATH there) links libstdc++ statically; a second, static libstdc++ in a
+# Python process that already has the shared one crashes in iostreams (seen: std::ostream inside
+# ProcessGroup::create_world). Build the binding with the system compiler instead.
+if [ -x /usr/bin/g++ ]; then
+  export CC=/usr/bin/gcc CXX=/usr/bin/g++ CUDAHOSTCXX=/usr/bin/g++
+fi
+echo "compiler: $(${CXX:-g++} --version | head -1)" | tee -a "$LOGS/summary.txt"
+PY="$(command -v python3)"
+TORCH_NCCL="$("$PY" -c 'import nvidia.nccl, os; print(os.path.join(nvidia.nccl.__path__[0], "lib", "libnccl.so.2"))' 2>/dev/null)"
+[ -f "$TORCH_NCCL" ] && export GROUPCOORD_NCCL_LIBRARY="$TORCH_NCCL"
+PYBIND11_DIR="$("$PY" -m pybind11 --cmakedir)"
+"$PY" -c 'import sysconfig, numpy, pybind11; print(sysconfig.get_paths()["include"], numpy.__version__, pybind11.__version__)' | tee -a "$LOGS/summary.txt"
+
+if [ "${GC_DEBUG:-0}" = 1 ]; then  # a crash hunt: faulthandler, then an ASan build
+  step configure 300 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=ON -DGROUPCOORD_BUILD_TESTS=OFF \
+    -DGROUPCOORD_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE="$PY" -Dpybind11_DIR="$PYBIND11_DIR" \
+    -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES=90
+  step build 300 cmake --build "$BUILD" -j "$(nproc)" --target groupcoord_python
+  export PYTHONPATH="$BUILD/python"
+  step debug-np1 60 mpirun --allow-run-as-root -np 1 -x PYTHONPATH -x LD_LIBRARY_PATH \
+    "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+  step debug-np1-plain 60 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+  step configure-asan 300 cmake -S "$ROOT" -B "$BUILD-asan" -G Ninja -DCMAKE_BUILD_TYPE=Debug \
+    -DGROUPCOORD_SANITIZE=address -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=ON \
+    -DGROUPCOORD_BUILD_TESTS=OFF -DGROUPCOORD_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE="$PY" \
+    -Dpybind11_DIR="$PYBIND11_DIR" -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" \
+    -DCMAKE_CUDA_ARCHITECTURES=90
+  step build-asan 300 cmake --build "$BUILD-asan" -j "$(nproc)" --target groupcoord_python
+  step debug-asan 60 env PYTHONPATH="$BUILD-asan/python" \
+    LD_PRELOAD="$(g++ -print-file-name=libasan.so)" \
+    ASAN_OPTIONS=protect_shadow_gap=0:detect_leaks=0:symbolize=1 \
+    "$PY" "$ROOT/python/gpu/debug_steps.py"
+  exit $STATUS
+fi
+
+step configure 300 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Release \
+  -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=ON -DGROUPCOORD_BUILD_TESTS=OFF \
+  -DGROUPCOORD_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE="$PY" -Dpybind11_DIR="$PYBIND11_DIR" \
+  -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
+step build 400 cmake --build "$BUILD" -j "$(nproc)" --target groupcoord_python bench_all_reduce \
+  || exit 1
+ldd "$BUILD/src/libgroupcoord.so" | grep -E "stdc|gloo|cudart" | tee -a "$LOGS/summary.txt"
+
+MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x PYTHONPATH
+     -x NCCL_NVLS_ENABLE -x NCCL_SOCKET_IFNAME=lo -x GROUPCOORD_NCCL_LIBRARY)
+export PYTHONPATH="$BUILD/python" NCCL_SOCKET_IFNAME=lo
+for np in 1 2; do
+  step "pytest-np$np" 200 "${MPI[@]}" -np "$np" "$PY" "$ROOT/python/tests/run_rank.py" -x -q \
+    --tb=short -p no:cacheprovider "$ROOT/python/tests"
+done
+step torch 200 "${MPI[@]}" -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$1"' \
+  "$PY" "$ROOT/python/gpu/torch_checks.py"
+step bench 120 "${MPI[@]}" -np 2 "$PY" "$ROOT/benchmarks/bench_python_overhead.py" --rounds 9
+step bench-cpp 60 "${MPI[@]}" -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" 2000 7' \
+  "$BUILD/benchmarks/bench_all_reduce"
+step pip 300 env CMAKE_ARGS="-DGLOO_ROOT=$DEPS/usr -DDLPACK_ROOT=$DEPS/usr -DGROUPCOORD_WITH_CUDA=OFF" \
+  "$PY" -m pip install --no-build-isolation --no-deps --no-index -t /tmp/gc-site "$ROOT/python" \
+  && step pip-import 60 env PYTHONPATH=/tmp/gc-site "$PY" -c \
+  'import groupcoord, os; print(groupcoord.__file__, sorted(os.listdir(os.path.dirname(groupcoord.__file__))))'
+exit $STATUS

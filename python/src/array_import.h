@@ -1,0 +1,47 @@
+// Python arrays in: anything with __dlpack__ (torch, cupy, jax, numpy, groupcoord.Tensor), CPU or
+// CUDA, becomes a groupcoord::Tensor sharing its memory (no copy).
+//
+// numpy arrays go through the buffer protocol instead of numpy's own __dlpack__: numpy < 2
+// refuses to export bool and read-only arrays through DLPack, and the buffer protocol is cheaper.
+// A numpy array with negative strides is copied when only read; written in place, it is refused.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <string>
+
+#include "array_library.h"
+#include "groupcoord/tensor.h"
+#include "stream_arg.h"
+
+namespace groupcoord {
+namespace python {
+
+/// Names used in error messages: "<owner>.<op>: <arg> ...".
+struct ArgContext {
+  const std::string& owner;  ///< e.g. "GroupCoordinator(tp:0)"
+  const char* op;            ///< e.g. "all_reduce"
+  const char* arg;           ///< e.g. "input_"
+};
+
+/// Whether the call writes into the array (broadcast, recv into).
+enum class Access { Read, Write };
+
+/// A Python array as a Tensor, with how to give results back.
+struct ImportedArray {
+  Tensor tensor;
+  const ArrayLibrary* library = nullptr;  ///< the caller's library (null: device default)
+  StreamHandle stream;                    ///< CUDA: the stream the call runs on
+};
+
+/// True for anything import_array accepts (numpy array, groupcoord.Tensor, __dlpack__).
+bool is_array(pybind11::handle obj);
+
+/// Imports `obj` (see the file comment). `stream` is the call's `stream=` argument. Throws
+/// std::invalid_argument (ValueError) naming ctx for a non-array, an unsupported dtype or
+/// device, or a read-only array with Access::Write.
+ImportedArray import_array(pybind11::handle obj, const ArgContext& ctx, Access access,
+                           pybind11::handle stream);
+
+}  // namespace python
+}  // namespace groupcoord

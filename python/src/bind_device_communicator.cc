@@ -1,0 +1,177 @@
+#include "bindings.h"
+#include "groupcoord/check.h"
+#include "moe_ops.h"
+#include "py_communicator.h"
+#include "py_work.h"
+#include "tensor_ops.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace groupcoord {
+namespace python {
+
+PyCommunicator::PyCommunicator(std::shared_ptr<PyGroup> group)
+    : group_(std::move(group)),
+      borrowed_(group_->get().device_communicator()),
+      device_(group_->get().device()),
+      label_("DeviceCommunicator(" + group_->unique_name() + ")") {}
+
+PyCommunicator::PyCommunicator(std::shared_ptr<DeviceCommunicator> owned, const PyGroup& group)
+    : owned_(std::move(owned)),
+      device_(group.get().device()),
+      label_("DeviceCommunicator(" + group.unique_name() + ", sibling)") {}
+
+DeviceCommunicator& PyCommunicator::get() const {
+  if (owned_) return *owned_;
+  if (group_->get().device_communicator() != borrowed_) {
+    GC_THROW(DistributedError, label_, ": the coordinator's communicator no longer exists");
+  }
+  return *borrowed_;
+}
+
+namespace {
+
+using CommPtr = std::shared_ptr<PyCommunicator>;
+
+OpTarget<DeviceCommunicator> target(const CommPtr& self) {
+  return {&self->get(), self, self->label()};
+}
+
+std::shared_ptr<Work> async_op(const CommPtr& self, py::object tensor, int peer, bool send) {
+  ImportedArray in = import_array(tensor, {self->label(), send ? "isend" : "irecv", "tensor"},
+                                  send ? Access::Read : Access::Write, py::none());
+  return call_blocking(BlockingKind::Enqueue, [self, x = in.tensor, peer, send] {
+    return send ? self->get().isend(x, peer) : self->get().irecv(x, peer);
+  });
+}
+
+void bind_tensor_ops(py::class_<PyCommunicator, CommPtr>& cls) {
+  cls.def(
+         "all_reduce",
+         [](const CommPtr& s, py::object x, py::object stream) {
+           return op_all_reduce(target(s), x, stream);
+         },
+         "input_"_a, py::kw_only(), "stream"_a = py::none(), "Sum across the group (out of place).")
+      .def(
+          "all_gather",
+          [](const CommPtr& s, py::object x, int dim, py::object stream) {
+            return op_all_gather(target(s), x, dim, stream);
+          },
+          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
+          "Concatenation of every rank's input along dim.")
+      .def(
+          "all_gatherv",
+          [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {
+            return op_all_gatherv(target(s), x, dim, sizes, stream);
+          },
+          "input_"_a, "dim"_a = 0, "sizes"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "all_gather with per-rank sizes along dim (one array, or a list of arrays).")
+      .def(
+          "reduce_scatter",
+          [](const CommPtr& s, py::object x, int dim, py::object stream) {
+            return op_reduce_scatter(target(s), x, dim, stream);
+          },
+          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
+          "Sum across the group, then this rank's slice along dim.")
+      .def(
+          "reduce_scatterv",
+          [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {
+            return op_reduce_scatterv(target(s), x, dim, sizes, stream);
+          },
+          "input_"_a, "dim"_a = -1, "sizes"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "reduce_scatter with per-rank slice sizes.")
+      .def(
+          "gather",
+          [](const CommPtr& s, py::object x, int dst, int dim, py::object stream) {
+            return op_gather(target(s), x, dst, dim, stream);
+          },
+          "input_"_a, "dst"_a = 0, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
+          "Concatenation along dim on group rank dst; None elsewhere.")
+      .def(
+          "broadcast",
+          [](const CommPtr& s, py::object x, int src, py::object stream) {
+            return op_broadcast(target(s), x, src, stream);
+          },
+          "tensor"_a, "src"_a = 0, py::kw_only(), "stream"_a = py::none(),
+          "In place from group rank src; returns the input object.")
+      .def(
+          "send",
+          [](const CommPtr& s, py::object x, py::object dst, py::object stream) {
+            op_send(target(s), x, dst, stream);
+          },
+          "tensor"_a, "dst"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "Blocking send to group rank dst (None: the next rank).")
+      .def(
+          "recv",
+          [](const CommPtr& s, py::object size, py::object dtype, py::object src, py::object stream,
+             py::object library) {
+            return op_recv(target(s), s->device(), size, dtype, src, stream, library);
+          },
+          "size"_a, "dtype"_a, "src"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "array_library"_a = py::none(), "Blocking receive from group rank src.")
+      .def(
+          "isend",
+          [](const CommPtr& s, py::object x, int dst) { return PyWork{async_op(s, x, dst, true)}; },
+          "tensor"_a, "dst"_a, "Asynchronous send; returns a Handle.")
+      .def(
+          "irecv",
+          [](const CommPtr& s, py::object x, int src) {
+            return PyWork{async_op(s, x, src, false)};
+          },
+          "tensor"_a, "src"_a, "Asynchronous receive into tensor; returns a Handle.");
+}
+
+void bind_moe_ops(py::class_<PyCommunicator, CommPtr>& cls) {
+  cls.def(
+         "dispatch_router_logits",
+         [](const CommPtr& s, py::object h, py::object r, bool sp, py::object extra,
+            py::object stream) {
+           return op_dispatch_router_logits(target(s), h, r, sp, extra, stream);
+         },
+         "hidden_states"_a, "router_logits"_a, "is_sequence_parallel"_a = false,
+         "extra_tensors"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+         "MoE: gathers every rank's tokens before the experts run.")
+      .def(
+          "dispatch",
+          [](const CommPtr& s, py::object h, py::object w, py::object i, bool sp, py::object extra,
+             py::object stream) { return op_dispatch(target(s), h, w, i, sp, extra, stream); },
+          "hidden_states"_a, "topk_weights"_a, "topk_ids"_a, "is_sequence_parallel"_a = false,
+          "extra_tensors"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "MoE: gathers tokens, weights and ids across the group.")
+      .def(
+          "combine",
+          [](const CommPtr& s, py::object h, bool sp, py::object stream) {
+            return op_combine(target(s), h, sp, stream);
+          },
+          "hidden_states"_a, "is_sequence_parallel"_a = false, py::kw_only(),
+          "stream"_a = py::none(), "MoE: the inverse of the last dispatch.");
+}
+
+}  // namespace
+
+void bind_device_communicator(py::module_& module) {
+  py::class_<PyCommunicator, CommPtr> cls(module, "DeviceCommunicator", R"doc(
+The device half of a GroupCoordinator (vLLM's DeviceCommunicatorBase): "cpu" (Gloo) or "cuda"
+(NCCL). Reached through GroupCoordinator.device_communicator, or created by
+make_sibling_device_group(). Tensor calls take the same arguments as GroupCoordinator's.)doc");
+  cls.def_property_readonly(
+         "backend_name", [](const CommPtr& s) { return s->get().backend_name(); },
+         "Registry name of the implementation ('cpu', 'cuda', ...).")
+      .def_property_readonly(
+          "rank_in_group", [](const CommPtr& s) { return s->get().rank_in_group(); },
+          "This rank in the group.")
+      .def_property_readonly(
+          "world_size", [](const CommPtr& s) { return s->get().world_size(); },
+          "Size of the group.")
+      .def(
+          "destroy",
+          [](const CommPtr& s) { run_blocking(BlockingKind::Wait, [s] { s->get().destroy(); }); },
+          "Releases the communicator (idempotent); later calls raise DistributedError.")
+      .def("__repr__", [](const CommPtr& s) { return "groupcoord." + s->label(); });
+  bind_tensor_ops(cls);
+  bind_moe_ops(cls);
+}
+
+}  // namespace python
+}  // namespace groupcoord

@@ -1,0 +1,59 @@
+// Module-level settings and the benchmark hook.
+#include <chrono>
+
+#include "array_library.h"
+#include "bindings.h"
+#include "blocking_call.h"
+#include "groupcoord/tensor.h"
+
+namespace py = pybind11;
+using namespace pybind11::literals;
+
+namespace groupcoord {
+namespace python {
+namespace {
+
+/// `iterations` all_reduce calls of a 1-element float32 tensor in a C++ loop, without the GIL
+/// (the reference the Python overhead benchmark compares against). Collective: every rank of the
+/// group runs it with the same count. Returns the elapsed seconds.
+double bench_all_reduce(const std::shared_ptr<PyGroup>& g, int iterations) {
+  GroupCoordinator& c = g->get();
+  Tensor x = Tensor::empty({1}, DType::Float32);
+  *x.data_ptr<float>() = 1.0f;
+  py::gil_scoped_release release;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iterations; ++i) c.all_reduce(x);
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+}  // namespace
+
+void bind_settings(py::module_& m) {
+  m.def("set_default_array_library", &set_default_library, "name"_a, "device_type"_a = "cpu",
+        R"doc(
+Array type of results that have no input to mirror (recv, received tensor dicts) on devices of
+``device_type`` ("cpu" or "cuda"): "numpy", "torch", "cupy", "dlpack" (groupcoord.Tensor) or any
+importable module with from_dlpack. Defaults: numpy on CPU; torch (else cupy) on CUDA.)doc");
+  m.def("get_default_array_library", &default_library_name, "device_type"_a = "cpu",
+        "Name of the default array library for ``device_type``.");
+  m.def("set_interruptible", &set_interruptible, "enabled"_a, "collectives"_a = false, R"doc(
+Whether Ctrl-C (any signal handler that raises) interrupts blocking calls made on the main thread.
+Such calls then run on a helper thread while the main thread waits and handles signals, which
+costs two thread wake-ups per call. ``enabled`` (default True) covers the calls that wait by
+nature: rendezvous, group creation, recv, objects, tensor dicts, barrier, Handle.wait, message
+queues. ``collectives`` (default False) also covers host tensor collectives (all_reduce,
+all_gather, ..., send), the hot path, which otherwise run inline and end at the group's deadline
+if a peer is gone. Environment: GROUPCOORD_PY_INTERRUPTIBLE=0 / 1 / all. An interrupted call keeps
+running in the background until it ends; its group is then unusable (destroy it or exit).)doc");
+  m.def("is_interruptible", &interruptible_waits,
+        "Whether waiting calls are interruptible (set_interruptible's ``enabled``).");
+  m.def("are_collectives_interruptible", &interruptible_collectives,
+        "Whether host collectives are interruptible (set_interruptible's ``collectives``).");
+  m.def("_abandoned_calls_in_flight", &abandoned_calls_in_flight,
+        "Interrupted calls still running on helper threads (diagnostics).");
+  m.def("_bench_all_reduce", &bench_all_reduce, "group"_a, "iterations"_a,
+        "Benchmark hook: seconds taken by `iterations` C++ all_reduce calls of 1 float32.");
+}
+
+}  // namespace python
+}  // namespace groupcoord

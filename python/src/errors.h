@@ -1,0 +1,18 @@
+// groupcoord's C++ exceptions as Python exceptions (DESIGN.md §2 "Errors"):
+//   std::invalid_argument         -> ValueError
+//   groupcoord::TimeoutError      -> groupcoord.DistributedTimeoutError (a TimeoutError and a
+//                                    groupcoord.DistributedError, as in C++ where TimeoutError
+//                                    derives from DistributedError)
+//   groupcoord::DistributedError  -> groupcoord.DistributedError (a RuntimeError)
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+namespace groupcoord {
+namespace python {
+
+/// Creates the exception classes in `module` and registers the translator.
+void bind_errors(pybind11::module_& module);
+
+}  // namespace python
+}  // namespace groupcoord

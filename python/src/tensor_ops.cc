@@ -1,0 +1,48 @@
+#include "tensor_ops.h"
+
+#include <pybind11/stl.h>
+
+#include "groupcoord/check.h"
+
+namespace py = pybind11;
+
+namespace groupcoord {
+namespace python {
+namespace {
+
+/// `value` as T; a value of the wrong type is the caller's fault (ValueError), not pybind11's
+/// RuntimeError.
+template <typename T>
+T cast_arg(py::handle value, const char* what) {
+  try {
+    return value.cast<T>();
+  } catch (const py::cast_error&) {
+    GC_CHECK(false, what, " has the wrong type: ", py::repr(value).cast<std::string>());
+  }
+  return T();
+}
+
+}  // namespace
+
+std::optional<std::vector<std::int64_t>> sizes_from_python(py::handle sizes) {
+  if (sizes.is_none()) return std::nullopt;
+  GC_CHECK(py::isinstance<py::sequence>(sizes), "sizes must be None or a list of ints, got ",
+           py::repr(sizes).cast<std::string>());
+  return cast_arg<std::vector<std::int64_t>>(sizes, "sizes");
+}
+
+Shape shape_from_python(py::handle size, const std::string& label) {
+  if (py::isinstance<py::int_>(size)) return Shape{cast_arg<std::int64_t>(size, "recv: size")};
+  GC_CHECK(py::isinstance<py::sequence>(size) && !py::isinstance<py::str>(size), label,
+           ".recv: size must be an int or a sequence of ints, got ",
+           py::repr(size).cast<std::string>());
+  return cast_arg<Shape>(size, "recv: size");
+}
+
+std::optional<int> optional_rank(py::handle rank) {
+  if (rank.is_none()) return std::nullopt;
+  return cast_arg<int>(rank, "rank (src/dst)");
+}
+
+}  // namespace python
+}  // namespace groupcoord

@@ -1,0 +1,119 @@
+"""Arrays in and out: numpy through its array API, anything else through __dlpack__; results
+come back as the caller's type without copies."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import groupcoord as gc
+from gc_testing import reference, requires_min_world_size
+
+
+class DLPackOnly:
+    """A producer that only speaks DLPack (like a foreign array library without from_dlpack)."""
+
+    def __init__(self, array: np.ndarray) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream=None):
+        return self.array.__dlpack__()
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+def expected_sum(tp: gc.GroupCoordinator, shape, dtype=np.float32) -> np.ndarray:
+    return sum(reference(r, shape, dtype) for r in range(tp.world_size)).astype(dtype)
+
+
+@requires_min_world_size(2)
+def test_numpy_results_are_writable_numpy(tp: gc.GroupCoordinator) -> None:
+    out = tp.all_reduce(reference(tp.rank_in_group, (3, 2)))
+    assert type(out) is np.ndarray and out.flags.writeable and out.flags.c_contiguous
+    out += 1  # a plain writable array
+    np.testing.assert_array_equal(out, expected_sum(tp, (3, 2)) + 1)
+
+
+def test_dlpack_only_producer(tp: gc.GroupCoordinator) -> None:
+    x = reference(tp.rank_in_group, (5,))
+    out = tp.all_reduce(DLPackOnly(x))
+    if tp.world_size == 1:
+        assert isinstance(out, DLPackOnly)  # bypassed: the input itself
+        return
+    assert isinstance(out, np.ndarray)  # no from_dlpack in its module: the CPU default
+    np.testing.assert_array_equal(out, expected_sum(tp, (5,)))
+
+
+@requires_min_world_size(2)
+def test_dlpack_producer_written_in_place(tp: gc.GroupCoordinator) -> None:
+    x = reference(tp.rank_in_group, (4,))
+    wrapper = DLPackOnly(x)
+    assert tp.broadcast(wrapper, src=1) is wrapper
+    np.testing.assert_array_equal(x, reference(1, (4,)))
+
+
+@requires_min_world_size(2)
+def test_groupcoord_tensor_round_trip(tp: gc.GroupCoordinator) -> None:
+    gc.set_default_array_library("dlpack")
+    try:
+        if tp.rank_in_group == 0:
+            tp.send(reference(0, (2, 3)), dst=1)
+        elif tp.rank_in_group == 1:
+            t = tp.recv((2, 3), "float32", src=0)
+            assert isinstance(t, gc.Tensor)
+            assert (t.shape, t.dtype, t.device, t.strides) == ((2, 3), "float32", "cpu", (3, 1))
+            assert t.__dlpack_device__() == (1, 0)
+            np.testing.assert_array_equal(np.from_dlpack(t), reference(0, (2, 3)))
+            view = np.asarray(t)
+            assert view.flags.writeable
+            view[0, 0] = 42  # shares the tensor's memory
+            assert t.numpy()[0, 0] == 42
+    finally:
+        gc.set_default_array_library("numpy")
+    assert gc.get_default_array_library() == "numpy"
+
+
+@requires_min_world_size(2)
+def test_recv_array_library_and_dtypes(tp: gc.GroupCoordinator) -> None:
+    if tp.rank_in_group == 0:
+        tp.send(np.arange(4, dtype=np.float16), dst=1)
+        tp.send(np.arange(4, dtype=np.float16), dst=1)
+        tp.send(np.arange(4, dtype=np.int64), dst=1)
+    elif tp.rank_in_group == 1:
+        raw = tp.recv(4, "bfloat16", src=0)  # numpy has no bfloat16: a groupcoord.Tensor
+        assert isinstance(raw, gc.Tensor) and raw.dtype == "bfloat16"
+        t = tp.recv((4,), np.float16, src=0, array_library="dlpack")
+        assert isinstance(t, gc.Tensor)
+        np.testing.assert_array_equal(np.asarray(t), np.arange(4, dtype=np.float16))
+        out = tp.recv((4,), np.dtype("int64"), src=0)
+        np.testing.assert_array_equal(out, np.arange(4))
+
+
+def test_zero_dim_and_empty(tp: gc.GroupCoordinator) -> None:
+    scalar = np.array(tp.rank_in_group + 1.0, dtype=np.float32)
+    out = tp.all_reduce(scalar)
+    assert out.shape == ()
+    assert float(out) == sum(r + 1.0 for r in range(tp.world_size))
+    empty = tp.all_reduce(np.zeros((0, 4), dtype=np.float32))
+    assert empty.shape == (0, 4)
+
+
+def test_stream_keyword_is_accepted_on_cpu(tp: gc.GroupCoordinator) -> None:
+    out = tp.all_reduce(reference(tp.rank_in_group, (2,)), stream=12345)
+    np.testing.assert_array_equal(out, expected_sum(tp, (2,)))
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", np.float64, np.int8, bool])
+def test_dtype_arguments(tp: gc.GroupCoordinator, dtype) -> None:
+    if tp.world_size == 1:
+        with pytest.raises(ValueError, match="No device communicator"):
+            tp.recv((1,), dtype)
+
+
+def test_torch_if_available(tp: gc.GroupCoordinator) -> None:
+    torch = pytest.importorskip("torch")
+    x = torch.arange(4, dtype=torch.float32) + tp.rank_in_group
+    out = tp.all_reduce(x)
+    assert isinstance(out, torch.Tensor)
+    assert torch.equal(out, sum(torch.arange(4.0) + r for r in range(tp.world_size)))

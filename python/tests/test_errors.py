@@ -1,0 +1,119 @@
+"""Bad input raises ValueError on every rank before anything is sent (so the ranks stay in step);
+dead groups raise DistributedError; expired deadlines raise DistributedTimeoutError."""
+
+from __future__ import annotations
+
+import datetime
+
+import numpy as np
+import pytest
+
+import groupcoord as gc
+from gc_testing import reference, requires_min_world_size
+
+
+def test_exception_hierarchy() -> None:
+    assert issubclass(gc.DistributedError, RuntimeError)
+    assert issubclass(gc.DistributedTimeoutError, TimeoutError)
+    assert issubclass(gc.DistributedTimeoutError, gc.DistributedError)
+
+
+@pytest.mark.parametrize("bad", [[1.0, 2.0], "abc", 3, None])
+def test_non_array_input(tp: gc.GroupCoordinator, bad) -> None:
+    with pytest.raises(ValueError, match="must be an array"):
+        tp.all_reduce(bad)
+
+
+def test_unsupported_dtype(tp: gc.GroupCoordinator) -> None:
+    if tp.world_size > 1:  # world size 1 returns the input unexamined, as vLLM
+        with pytest.raises(ValueError, match="unsupported dtype"):
+            tp.all_reduce(np.zeros(3, dtype=np.uint16))
+    with pytest.raises(ValueError):
+        tp.recv((3,), "float128")
+
+
+def test_read_only_input_is_fine_unless_written(tp: gc.GroupCoordinator) -> None:
+    x = reference(tp.rank_in_group, (4,))
+    x.flags.writeable = False
+    expected = sum(reference(r, (4,)) for r in range(tp.world_size))
+    np.testing.assert_array_equal(tp.all_reduce(x), expected)
+    if tp.world_size > 1:
+        with pytest.raises(ValueError, match="read-only"):
+            tp.broadcast(x, src=0)
+
+
+@requires_min_world_size(2)
+def test_negative_strides(tp: gc.GroupCoordinator) -> None:
+    x = reference(tp.rank_in_group, (6,))[::-1]  # read: copied
+    expected = sum(reference(r, (6,)) for r in range(tp.world_size))[::-1]
+    np.testing.assert_array_equal(tp.all_reduce(x), expected)
+    with pytest.raises(ValueError, match="negative strides"):
+        tp.broadcast(reference(0, (6,))[::-1], src=0)
+
+
+@requires_min_world_size(2)
+def test_bad_ranks_and_dims(tp: gc.GroupCoordinator) -> None:
+    x = reference(tp.rank_in_group, (2, 3))
+    with pytest.raises(ValueError):
+        tp.all_gather(x, dim=2)
+    with pytest.raises(ValueError):
+        tp.all_gather(x, dim=-3)
+    with pytest.raises(ValueError):
+        tp.broadcast(x, src=tp.world_size)
+    with pytest.raises(ValueError):
+        tp.gather(x, dst=-1)
+    with pytest.raises(ValueError):
+        tp.send_object("x", dst=tp.rank_in_group)
+    with pytest.raises(ValueError):
+        tp.recv_object(src=tp.world_size)
+
+
+@requires_min_world_size(2)
+def test_bad_tensor_dicts(tp: gc.GroupCoordinator) -> None:
+    with pytest.raises(ValueError, match="dictionary"):
+        tp.send_tensor_dict([("a", 1)])
+    with pytest.raises(ValueError, match="keys must be str"):
+        tp.send_tensor_dict({1: reference(0, (2,))})
+    with pytest.raises(ValueError, match="all_gather_group"):
+        tp.send_tensor_dict({"a": 1}, all_gather_group="tp")
+
+
+def test_bad_timeouts() -> None:
+    with pytest.raises(ValueError):
+        gc.init_distributed_environment(timeout="soon")
+    with pytest.raises(ValueError):
+        gc.init_distributed_environment(timeout=-1)
+
+
+def test_initialize_twice_and_mismatch(world_size: int) -> None:
+    with pytest.raises(ValueError):
+        gc.initialize_model_parallel(tensor_model_parallel_size=world_size)
+    with pytest.raises(ValueError):
+        gc.ensure_model_parallel_initialized(world_size + 1, 1)
+    gc.ensure_model_parallel_initialized(world_size, 1, backend="gloo")  # matches: no-op
+
+
+def test_destroyed_group_raises(world: gc.GroupCoordinator) -> None:
+    g = gc.GroupCoordinator([list(range(world.world_size))], world.local_rank, "gloo", True,
+                            group_name="doomed")
+    g.destroy()
+    g.destroy()  # idempotent
+    with pytest.raises(gc.DistributedError):
+        g.barrier()
+    if world.world_size > 1:  # world size 1 bypasses without touching the group, as vLLM
+        with pytest.raises(gc.DistributedError):
+            g.all_reduce(reference(0, (2,)))
+
+
+@requires_min_world_size(2)
+def test_timeout(world: gc.GroupCoordinator) -> None:
+    """Rank 0 waits for an object rank 1 never sends: DistributedTimeoutError after the group's
+    deadline (a timedelta here), which is both a TimeoutError and a DistributedError."""
+    g = gc.GroupCoordinator([list(range(world.world_size))], world.local_rank, "gloo", True,
+                            group_name="short", timeout=datetime.timedelta(seconds=1))
+    if g.rank_in_group == 0:
+        with pytest.raises(TimeoutError) as info:
+            g.recv_object(src=1)
+        assert isinstance(info.value, gc.DistributedError)
+    world.barrier()
+    g.destroy()

@@ -1,0 +1,85 @@
+"""Objects (pickled with pickle.HIGHEST_PROTOCOL) and asynchronous sends."""
+
+from __future__ import annotations
+
+import numpy as np
+
+import groupcoord as gc
+from gc_testing import reference, requires_min_world_size
+
+
+def payload(rank: int) -> dict:
+    """An object every rank can rebuild for every other rank."""
+    return {"rank": rank, "text": "x" * rank, "array": reference(rank, (2, 3)), "t": (rank, None)}
+
+
+def assert_payload(obj: dict, rank: int) -> None:
+    expected = payload(rank)
+    assert obj.keys() == expected.keys()
+    np.testing.assert_array_equal(obj.pop("array"), expected.pop("array"))
+    assert obj == expected
+
+
+def test_broadcast_object(world: gc.GroupCoordinator) -> None:
+    for src in range(world.world_size):
+        mine = payload(src) if world.rank_in_group == src else None
+        out = world.broadcast_object(mine, src=src)
+        if world.rank_in_group == src:
+            assert out is mine  # the source gets its own object back, as in vLLM
+        assert_payload(dict(out), src)
+
+
+def test_broadcast_object_list(world: gc.GroupCoordinator) -> None:
+    src = world.world_size - 1
+    objs = [payload(src), "two", 3] if world.rank_in_group == src else [None, None, None]
+    out = world.broadcast_object_list(objs, src=src)
+    assert out is objs  # filled in place
+    assert_payload(dict(objs[0]), src)
+    assert objs[1:] == ["two", 3]
+
+
+@requires_min_world_size(2)
+def test_send_recv_object_ring(world: gc.GroupCoordinator) -> None:
+    ws, me = world.world_size, world.rank_in_group
+    handle = world.isend_object(payload(me), dst=(me + 1) % ws)
+    assert_payload(world.recv_object(src=(me - 1) % ws), (me - 1) % ws)
+    handle.wait()
+    assert handle.is_completed()
+    if me == 0:
+        world.send_object("blocking", dst=1)
+    elif me == 1:
+        assert world.recv_object(src=0) == "blocking"
+
+
+@requires_min_world_size(2)
+def test_100_async_sends_received_in_order(tp: gc.GroupCoordinator) -> None:
+    """100 fire-and-forget isend_object and isend_tensor_dict (handles dropped) to the next
+    rank; the previous rank's arrive in order."""
+    ws, me = tp.world_size, tp.rank_in_group
+    nxt, prev = (me + 1) % ws, (me - 1) % ws
+    for i in range(100):
+        tp.isend_object((me, i), dst=nxt)
+    for i in range(100):
+        assert tp.recv_object(src=prev) == (prev, i)
+    for i in range(100):
+        tp.isend_tensor_dict({"i": i, "x": reference(me, (3,)) + i}, dst=nxt)
+    for i in range(100):
+        d = tp.recv_tensor_dict(src=prev)
+        assert d["i"] == i
+        np.testing.assert_array_equal(d["x"], reference(prev, (3,)) + i)
+    tp.barrier()
+
+
+@requires_min_world_size(2)
+def test_isend_tensor_dict_handles(tp: gc.GroupCoordinator) -> None:
+    ws, me = tp.world_size, tp.rank_in_group
+    handles = tp.isend_tensor_dict({"a": reference(me, (4,)), "b": None}, dst=(me + 1) % ws)
+    assert all(isinstance(h, gc.Handle) for h in handles)
+    d, recv_handles, postprocess = tp.irecv_tensor_dict(src=(me - 1) % ws)
+    for h in recv_handles:
+        h.wait(timeout=20)
+    assert postprocess == []
+    np.testing.assert_array_equal(d["a"], reference((me - 1) % ws, (4,)))
+    assert d["b"] is None
+    for h in handles:
+        h.wait()

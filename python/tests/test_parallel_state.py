@@ -1,0 +1,127 @@
+"""parallel_state: getters, group layouts, rank properties, lifetime, vLLM's signatures."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+import groupcoord as gc
+from gc_testing import model_parallel, reference, requires_world_size
+
+
+def test_world_properties(world: gc.GroupCoordinator) -> None:
+    ws = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
+    me = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    assert (world.rank, world.world_size, world.rank_in_group) == (me, ws, me)
+    assert world.ranks == list(range(ws))
+    assert world.unique_name.startswith("world:")
+    assert (world.first_rank, world.last_rank) == (0, ws - 1)
+    assert world.is_first_rank == (me == 0) and world.is_last_rank == (me == ws - 1)
+    assert world.next_rank == (me + 1) % ws and world.prev_rank == (me - 1) % ws
+    assert world.local_rank == me and world.device == "cpu"
+    assert world.device_communicator is None  # vLLM's world group has none
+    assert isinstance(world.cpu_group, gc.ProcessGroup)
+    assert world.cpu_group.size() == ws and world.cpu_group.rank() == me
+    assert gc.is_initialized() and gc.get_node_count() == 1
+
+
+def test_getters_return_the_same_object() -> None:
+    assert gc.get_tp_group() is gc.get_tp_group()
+    assert gc.get_tensor_model_parallel_group() is gc.get_tp_group()
+    assert gc.get_pipeline_model_parallel_group() is gc.get_pp_group()
+    assert gc.get_tensor_model_parallel_world_size() == gc.get_tp_group().world_size
+    assert gc.get_tensor_model_parallel_rank() == gc.get_tp_group().rank_in_group
+    assert gc.get_decode_context_model_parallel_world_size() == 1
+    assert gc.get_decode_context_model_parallel_rank() == 0
+    assert gc.model_parallel_is_initialized()
+
+
+def test_device_communicator(tp: gc.GroupCoordinator) -> None:
+    comm = tp.device_communicator
+    if tp.world_size == 1:
+        assert comm is None
+        return
+    assert comm.backend_name == "cpu"
+    assert (comm.world_size, comm.rank_in_group) == (tp.world_size, tp.rank_in_group)
+    expected = sum(reference(r, (3,)) for r in range(tp.world_size))
+    np.testing.assert_array_equal(comm.all_reduce(reference(tp.rank_in_group, (3,))), expected)
+
+
+def test_destroyed_model_parallel_groups_raise(world_size: int) -> None:
+    old = gc.get_tp_group()
+    gc.destroy_model_parallel()
+    assert not gc.model_parallel_is_initialized()
+    with pytest.raises(gc.DistributedError, match="no longer exists"):
+        old.world_size
+    with pytest.raises(ValueError):
+        gc.get_tp_group()
+    gc.initialize_model_parallel(world_size, 1, 1, 1, "gloo")  # positional, vLLM's order
+    new = gc.get_tp_group()
+    assert new is not old and new.world_size == world_size
+    assert new.unique_name != old.unique_name  # names are never reused
+
+
+@requires_world_size(4)
+def test_layout_tp2_pp2(rank: int) -> None:
+    with model_parallel(tensor_model_parallel_size=2, pipeline_model_parallel_size=2):
+        tp, pp = gc.get_tp_group(), gc.get_pp_group()
+        # vLLM: ranks = arange(4).reshape(DP=1, PP=2, PCP=1, TP=2): TP rows, PP columns.
+        assert tp.ranks == [rank - rank % 2, rank - rank % 2 + 1]
+        assert pp.ranks == [rank % 2, rank % 2 + 2]
+        assert gc.get_dp_group().world_size == 1
+        assert gc.get_ep_group().world_size == 2
+        assert gc.get_dcp_group().world_size == 1 and gc.get_pcp_group().world_size == 1
+
+
+@requires_world_size(4)
+def test_layout_data_parallel(rank: int) -> None:
+    with model_parallel(tensor_model_parallel_size=2, data_parallel_size=2):
+        assert gc.get_dp_group().ranks == [rank % 2, rank % 2 + 2]
+        assert gc.get_ep_group().world_size == 4
+
+
+def test_keyword_arguments_as_vllm(world: gc.GroupCoordinator) -> None:
+    ws = world.world_size
+    g = gc.GroupCoordinator(group_ranks=[list(range(ws))], local_rank=world.local_rank,
+                            torch_distributed_backend="gloo", use_device_communicator=True,
+                            use_message_queue_broadcaster=False, group_name="kw",
+                            use_all2all=False)
+    h = gc.GroupCoordinator([list(range(ws))], world.local_rank, backend="gloo",
+                            use_device_communicator=False)
+    assert g.unique_name.startswith("kw:") and h.unique_name.startswith("anonymous:")
+    assert g.torch_distributed_backend == "gloo" and g.group_ranks == [list(range(ws))]
+    x = reference(g.rank_in_group, (2, 2))
+    ref = [reference(r, (2, 2)) for r in range(ws)]
+    np.testing.assert_array_equal(g.all_gather(input_=x, dim=0), np.concatenate(ref, 0))
+    out = g.gather(input_=x, dst=0, dim=-1)
+    if g.rank_in_group == 0:
+        np.testing.assert_array_equal(out, np.concatenate(ref, -1))
+    assert g.broadcast_object(obj="o", src=0) == "o"
+    g.destroy()
+    h.destroy()
+
+
+def test_sibling_device_group(tp: gc.GroupCoordinator) -> None:
+    sibling = tp.make_sibling_device_group("sibling")
+    assert isinstance(sibling, gc.DeviceCommunicator)
+    out = sibling.all_gather(reference(tp.rank_in_group, (2,)), dim=0)
+    np.testing.assert_array_equal(
+        out, np.concatenate([reference(r, (2,)) for r in range(tp.world_size)]))
+    sibling.destroy()
+
+
+def test_same_node(tp: gc.GroupCoordinator) -> None:
+    assert gc.in_the_same_node_as(tp.cpu_group, source_rank=0) == [True] * tp.world_size
+    assert gc.in_the_same_node_as(tp) == [True] * tp.world_size
+
+
+def test_graph_capture_on_cpu(tp: gc.GroupCoordinator) -> None:
+    with gc.graph_capture() as context:
+        assert isinstance(context, gc.GraphCaptureContext) and context.stream is None
+        out = tp.all_reduce(reference(tp.rank_in_group, (2,)))
+    np.testing.assert_array_equal(out, sum(reference(r, (2,)) for r in range(tp.world_size)))
+    mine = gc.GraphCaptureContext()
+    with tp.graph_capture(mine) as context:
+        assert context is mine

@@ -1,0 +1,59 @@
+"""World size 1 bypasses exactly as vLLM: collectives return their input object itself, the
+point-to-point tensor-dict calls do nothing, and calls that need a device communicator raise."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import groupcoord as gc
+from gc_testing import reference, requires_world_size
+
+pytestmark = requires_world_size(1)
+
+
+def test_collectives_return_their_input(tp: gc.GroupCoordinator) -> None:
+    x = reference(0, (2, 3))
+    assert tp.all_reduce(x) is x
+    assert tp.all_gather(x, dim=5) is x  # bypassed before the dim check, as vLLM
+    assert tp.reduce_scatter(x) is x
+    assert tp.gather(x, dst=0) is x
+    assert tp.broadcast(x, src=0) is x
+    with pytest.raises(ValueError):
+        tp.broadcast(x, src=1)
+
+
+def test_objects_and_dicts_return_their_input(tp: gc.GroupCoordinator) -> None:
+    obj = {"a": 1}
+    assert tp.broadcast_object(obj) is obj
+    objs = [obj]
+    assert tp.broadcast_object_list(objs) is objs
+    d = {"x": reference(0, (2,)), "y": "z"}
+    assert tp.broadcast_tensor_dict(d) is d
+    assert tp.send_tensor_dict(d) is d
+    assert tp.isend_tensor_dict(d) == []
+    assert tp.recv_tensor_dict() is None
+    assert tp.irecv_tensor_dict() == (None, [], [])
+    assert gc.broadcast_tensor_dict(None) is None
+
+
+def test_calls_needing_a_communicator_raise(tp: gc.GroupCoordinator) -> None:
+    x = reference(0, (4,))
+    for call in (lambda: tp.all_gatherv(x), lambda: tp.reduce_scatterv(x),
+                 lambda: tp.send(x), lambda: tp.recv((4,), np.float32)):
+        with pytest.raises(ValueError, match="No device communicator"):
+            call()
+
+
+def test_moe_without_communicator(tp: gc.GroupCoordinator) -> None:
+    h, r = reference(0, (3, 4)), reference(0, (3, 2))
+    out = tp.dispatch_router_logits(h, r)
+    assert len(out) == 2
+    np.testing.assert_array_equal(out[0], h)
+    np.testing.assert_array_equal(tp.combine(h), h)
+
+
+def test_message_queue_without_readers(tp: gc.GroupCoordinator) -> None:
+    mq = tp.create_mq_broadcaster()
+    assert mq.is_writer and mq.n_reader == 0
+    mq.enqueue("nobody reads this")  # a no-op, as in vLLM
