@@ -1,7 +1,6 @@
 """Step-by-step smoke run with faulthandler on (locates a crash on a new platform)."""
 import faulthandler
 import os
-import sys
 
 faulthandler.enable()
 rank = os.environ.get("OMPI_COMM_WORLD_RANK", "0")
@@ -17,6 +16,8 @@ import numpy as np  # noqa: E402
 step(f"numpy {np.__version__}; import groupcoord")
 import groupcoord as gc  # noqa: E402
 
+if os.environ.get("GC_INLINE") == "1":
+    gc.set_interruptible(False)  # everything on the calling thread
 step("init_distributed_environment")
 gc.init_distributed_environment(backend="gloo", timeout=60)
 w = gc.get_world_group()

@@ -8,7 +8,7 @@
 #   4. pip install ./python through scikit-build-core (CPU only) and an import of the result.
 set -uo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
-BUILD="$ROOT/build-gpu-py"
+BUILD="$ROOT/build-gpu-py-sys"  # system compiler (see below); a fresh cache
 DEPS=/opt/deps
 LOGS="${OUT:-$BUILD/logs}"
 mkdir -p "$LOGS"
@@ -74,7 +74,10 @@ step configure 300 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Rele
   -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
 step build 400 cmake --build "$BUILD" -j "$(nproc)" --target groupcoord_python bench_all_reduce \
   || exit 1
-ldd "$BUILD/src/libgroupcoord.so" | grep -E "stdc|gloo|cudart" | tee -a "$LOGS/summary.txt"
+readelf -d "$BUILD/src/libgroupcoord.so" | grep NEEDED | tee -a "$LOGS/summary.txt"
+export PYTHONPATH="$BUILD/python"
+step debug-offloaded 60 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+step debug-inline 60 env GC_INLINE=1 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
 
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x PYTHONPATH
      -x NCCL_NVLS_ENABLE -x NCCL_SOCKET_IFNAME=lo -x GROUPCOORD_NCCL_LIBRARY)

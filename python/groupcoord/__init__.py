@@ -27,7 +27,7 @@ import contextlib
 import dataclasses
 from typing import Any, Iterator, Optional
 
-from . import _groupcoord
+from . import _groupcoord  # noqa: F401  (private hooks live in groupcoord._groupcoord)
 from ._groupcoord import (
     DeviceCommunicator,
     DistributedError,

@@ -44,7 +44,7 @@ py::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, py::object o
   if (!is_src) {
     for (std::size_t i = 0; i < items.size() && i < out.size(); ++i) items[i] = loads(out[i]);
   }
-  return std::move(items);
+  return items;
 }
 
 void send_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
