@@ -13,7 +13,10 @@
 #   3. test_cuda_units (one process), test_cuda_communicator with 1 rank, then with 2 ranks on
 #      however many GPUs there are: when the ranks share one GPU, NCCL needs a distinct
 #      NCCL_HOSTID per process and sockets on the loopback interface.
-#   4. compute-sanitizer memcheck on test_cuda_units and on the 1-rank communicator test.
+#   4. NCCL symmetric memory: test_cuda_symmetric at 1 and 2 ranks, and the communicator and
+#      coordinator suites at 2 ranks with every routed call on the symmetric path.
+#   5. compute-sanitizer memcheck on test_cuda_units, the 1-rank communicator and symmetric tests.
+#   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
 #
 # NCCL: torch's 2.28.9 is used when present (the system 2.28.3 has broken symmetric kernels);
 # GROUPCOORD_NCCL_LIBRARY set by the caller wins. NVLink multicast stays off.
@@ -34,6 +37,10 @@ log() { printf '[gpu-tests] %s\n' "$*" | tee -a "$SUMMARY"; }
 run_step() {
   local name="$1" limit="$2"
   shift 2
+  if [ -n "${GC_ONLY:-}" ] && [ "$name" != configure ] && [ "$name" != build ] &&
+     [[ " $GC_ONLY " != *" $name "* ]]; then
+    return 0
+  fi
   log "$name: $*"
   local start=$SECONDS
   timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
@@ -41,7 +48,7 @@ run_step() {
   local verdict="passed"
   [ $rc -ne 0 ] && verdict="FAILED (exit $rc)" && STATUS=1
   log "$name: $verdict in $((SECONDS - start)) s"
-  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|tests? ran|ERROR SUMMARY' "$LOGS/$name.log" \
+  grep -E '^\[  (PASSED|FAILED|SKIPPED) \]|tests? ran|ERROR SUMMARY|^\[symmetric\]' "$LOGS/$name.log" \
     | sed 's/\x1b\[[0-9;]*m//g' | head -40 >>"$SUMMARY"
   return $rc
 }
@@ -70,7 +77,8 @@ CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=OFF -DGROUPCOORD_BUILD_EXAMPLES=OFF
   -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_PREFIX_PATH="$DEPS/usr"
   -DCMAKE_CUDA_ARCHITECTURES=90)
-BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_units test_cuda_communicator test_cuda_coordinator)
+BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_units test_cuda_communicator test_cuda_coordinator
+  test_cuda_symmetric)
 if ! run_step configure 600 "${CONFIGURE[@]}" || ! run_step build 1500 "${BUILD_CMD[@]}"; then
   tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null
   log "the build failed; see $LOGS/configure.log and $LOGS/build.log"
@@ -80,6 +88,7 @@ fi
 UNITS="$BUILD/tests/cuda/test_cuda_units"
 COMM="$BUILD/tests/cuda/test_cuda_communicator"
 COORD="$BUILD/tests/cuda/test_cuda_coordinator"
+SYMM="$BUILD/tests/cuda/test_cuda_symmetric"
 MPIRUN=(mpirun --allow-run-as-root --oversubscribe --bind-to none)
 MPI_ENV=(-x LD_LIBRARY_PATH -x NCCL_NVLS_ENABLE -x GROUPCOORD_LOG_LEVEL -x NCCL_SOCKET_IFNAME=lo)
 [ -n "${GROUPCOORD_NCCL_LIBRARY:-}" ] && MPI_ENV+=(-x GROUPCOORD_NCCL_LIBRARY)
@@ -95,6 +104,22 @@ run_step coord-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$COORD"
 run_step coord-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COORD"
 
+# NCCL symmetric memory. First as configured (NCCL_WIN_COLL_SYMMETRIC windows): where the NCCL
+# cannot register those on this GPU the path is refused, the tests that need it skip and
+# RefusedRequestLeavesTheRegularPath prints why. Then with plain windows
+# (GROUPCOORD_SYMM_WINDOW_FLAGS=default), which any cuMem-capable NCCL registers: the suite, and
+# the communicator and coordinator suites with every routed call (all_reduce too) on the window.
+run_step symm-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$SYMM"
+PLAIN=(-x GROUPCOORD_SYMM_WINDOW_FLAGS=default)
+ROUTED=(-x GROUPCOORD_USE_NCCL_SYMM_MEM=1 -x GROUPCOORD_SYMM_ALL_REDUCE=always "${PLAIN[@]}")
+run_step symm-plain-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "${PLAIN[@]}" "$SYMM"
+run_step symm-plain-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$SYMM"
+run_step np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COMM"
+run_step coord-np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COORD"
+
 # ---- compute-sanitizer ---------------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors only: NCCL probes kernel images for other architectures at init and handles the
@@ -102,6 +127,8 @@ if command -v compute-sanitizer >/dev/null; then
   SANITIZER=(compute-sanitizer --tool memcheck --report-api-errors no --error-exitcode 3)
   run_step memcheck-units 600 "${SANITIZER[@]}" "$UNITS"
   run_step memcheck-np1 600 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "${SANITIZER[@]}" "$COMM"
+  run_step memcheck-symm-np1 600 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+    "${SANITIZER[@]}" "$SYMM"
 else
   log "memcheck: compute-sanitizer not found; skipped"
 fi

@@ -7,6 +7,9 @@
 #   tools/run-pytest.sh                      build/ (or GROUPCOORD_PRESET's folder), np 1 2 4
 #   tools/run-pytest.sh -b build-py          another build folder
 #   tools/run-pytest.sh -n "2" -- -k dict    some world sizes; arguments after -- go to pytest
+#   tools/run-pytest.sh -a torch-cuda        another array flavour (GROUPCOORD_TEST_ARRAYS:
+#                                            numpy (default), torch-cpu, torch-cuda, cupy; see
+#                                            python/tests/gc_testing.py)
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 build_dir="$(gc_build_dir)"
@@ -15,6 +18,7 @@ while [ $# -gt 0 ]; do
   case "$1" in
     -b) build_dir="$(cd "$2" && pwd)"; shift 2 ;;
     -n) world_sizes="$2"; shift 2 ;;
+    -a) export GROUPCOORD_TEST_ARRAYS="$2"; shift 2 ;;
     --) shift; break ;;
     *) break ;;
   esac
@@ -29,7 +33,7 @@ fi
 
 status=0
 for np in $world_sizes; do
-  gc_log "pytest, $np rank(s)"
+  gc_log "pytest, $np rank(s), ${GROUPCOORD_TEST_ARRAYS:-numpy} arrays"
   if ! PYTHONPATH="$package_dir${PYTHONPATH:+:$PYTHONPATH}" \
       timeout 300 mpirun --oversubscribe --allow-run-as-root --bind-to none -np "$np" \
       "$python" "$GROUPCOORD_ROOT/python/tests/run_rank.py" -x -q --tb=short -p no:cacheprovider \

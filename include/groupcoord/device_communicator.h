@@ -8,6 +8,7 @@
 // in the group. Results are new tensors (out of place) unless said otherwise.
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -16,6 +17,7 @@
 
 #include "groupcoord/device.h"
 #include "groupcoord/process_group.h"
+#include "groupcoord/symmetric_memory.h"
 #include "groupcoord/tensor.h"
 #include "groupcoord/work.h"
 
@@ -112,6 +114,18 @@ class DeviceCommunicator {
   /// MoE: sums the experts' outputs across ranks and returns this rank's tokens (the inverse of
   /// the last dispatch). Without use_all2all, `hidden_states` comes back unchanged.
   virtual Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) = 0;
+
+  // ---- NCCL symmetric memory (DESIGN.md §5); communicators without it keep the defaults ----
+  /// State and counters. Default: disabled, naming the backend.
+  virtual SymmetricMemoryStats symmetric_memory_stats() const;
+  /// Collective (same shape and dtype on every rank, same order): an uninitialised tensor inside
+  /// the communicator's symmetric window, so that collectives on it skip the input copy. Default:
+  /// std::invalid_argument naming the backend.
+  virtual Tensor symmetric_empty(const Shape& shape, DType dtype);
+  /// Collective (same value on every rank): makes the scratch window at least `bytes` now, outside
+  /// CUDA graph capture, so that captured calls up to that size take the symmetric path. Default:
+  /// std::invalid_argument naming the backend.
+  virtual void reserve_symmetric_scratch(std::int64_t bytes);
 
   /// Releases resources (idempotent). Later calls throw DistributedError.
   virtual void destroy() = 0;

@@ -172,6 +172,9 @@ class GroupCoordinator {
   /// True when broadcast_object from group rank 0 goes through the shared-memory queue made for
   /// use_message_queue_broadcaster (false when disabled, world size 1, or readers off-node).
   bool has_mq_broadcaster() const;
+  /// vLLM's mq_broadcaster attribute: the queue behind has_mq_broadcaster(), or null. Shared, so
+  /// that a caller's reference stays valid after destroy() (which only drops the coordinator's).
+  std::shared_ptr<MessageQueue> mq_broadcaster() const;
 
   // ---- CUDA graphs ----------------------------------------------------------------------------
   /// vLLM's graph_capture: a scope with its own capture stream (or `stream_handle`, a caller's
@@ -181,6 +184,19 @@ class GroupCoordinator {
   /// std::invalid_argument on a non-nccl coordinator or a build without CUDA.
   std::shared_ptr<GraphCaptureContext> graph_capture(
       std::optional<std::uintptr_t> stream_handle = std::nullopt);
+
+  // ---- NCCL symmetric memory (DESIGN.md §5) -----------------------------------------------------
+  /// Collective (same shape and dtype on every rank, in the same order): an uninitialised tensor
+  /// inside the device communicator's symmetric window; collectives on it skip the input copy.
+  /// At world size 1 (collectives are bypassed, there is no communicator) a plain tensor on
+  /// device(). std::invalid_argument when the communicator has no symmetric memory or it is off.
+  Tensor symmetric_empty(const Shape& shape, DType dtype);
+  /// The device communicator's symmetric-memory state and counters (disabled, with the reason,
+  /// where there is no communicator).
+  SymmetricMemoryStats symmetric_memory_stats() const;
+  /// Collective: makes the scratch window at least `bytes` now (before CUDA graph capture).
+  /// A no-op at world size 1; std::invalid_argument where symmetric memory is off.
+  void reserve_symmetric_scratch(std::int64_t bytes);
 
   // ---- groups and MoE -------------------------------------------------------------------------
   /// Collective over all world ranks: a new device communicator with this group's membership

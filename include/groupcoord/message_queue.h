@@ -20,6 +20,12 @@
 //     segment (another node, or another /dev/shm) makes every rank raise std::invalid_argument at
 //     creation (vLLM would use a ZeroMQ TCP socket). Same-node is decided by opening the segment,
 //     as vLLM's in_the_same_node_as does, not by host names.
+//   * External writers (vLLM's executor, which writes the workers' queue from outside their
+//     group): create() makes a writer that belongs to no group, export_handle() describes its
+//     queue as a Handle (serialisable with Handle::to_bytes()), and the readers attach with
+//     create_from_handle() or collectively with create_from_process_group(...,
+//     external_writer_handle, ...). The handle's name is removed from /dev/shm as soon as every
+//     reader it lists has attached (or by the writer's wait_until_ready(), or its destructor).
 //   * The segment's name is unlinked as soon as every reader has attached (inside the creating
 //     call), so a crash later leaks no /dev/shm entry.
 //   * A reader waiting on a writer that closed its queue (or broke it, see enqueue()), or whose
@@ -32,6 +38,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <optional>
 #include <string>
@@ -47,6 +54,60 @@ class MessageQueue {
  public:
   struct Impl;  ///< Private implementation (src/shm/message_queue_impl.h).
 
+  /// Default of `timeout` for queues made outside a group (create(), create_from_handle()).
+  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
+
+  /// vLLM's Handle: what a reader needs to attach to a queue (its local readers only; remote
+  /// readers are not supported). Plain data; to_bytes() / from_bytes() carry it between
+  /// processes (a pipe, a store, a pickle) in a fixed little-endian layout.
+  struct Handle {
+    std::vector<int> reader_ranks;  ///< vLLM's local_reader_ranks: reader i attaches as rank [i]
+    std::string shm_name;           ///< the segment's POSIX name ("/gcmq-...")
+    std::size_t max_chunk_bytes = 0;
+    std::size_t max_chunks = 0;
+    std::uint64_t token = 0;      ///< random; the segment must carry it (guards against namesakes)
+    std::int32_t writer_pid = 0;  ///< for messages
+
+    /// The serialised handle (about 60 bytes plus the name and 4 bytes per reader).
+    Bytes to_bytes() const;
+    /// Parses to_bytes()'s output. Throws std::invalid_argument on anything else (wrong size,
+    /// magic or version, a malformed name, duplicate or negative reader ranks, bad sizes).
+    static Handle from_bytes(const Bytes& bytes);
+    /// Throws std::invalid_argument, prefixed with `what`, unless the handle describes a ring a
+    /// reader can attach to (at least one reader, unique ranks >= 0, a valid name and sizes).
+    void validate(const std::string& what) const;
+    bool operator==(const Handle& other) const;
+    bool operator!=(const Handle& other) const { return !(*this == other); }
+  };
+
+  /// vLLM's MessageQueue(n_reader, n_local_reader, local_reader_ranks, max_chunk_bytes,
+  /// max_chunks) constructor: a writer that belongs to no group (e.g. an engine's scheduler
+  /// process feeding its workers), for `n_reader` readers on this node that attach later with
+  /// create_from_handle(export_handle(), rank). `reader_ranks` (default 0 .. n_reader - 1) are
+  /// the ranks the readers will announce, unique and >= 0. Not collective. n_reader = 0 makes a
+  /// queue without ring whose enqueue() does nothing (as vLLM). `timeout` is default_timeout().
+  /// Throws std::invalid_argument for bad sizes or ranks, DistributedError when the segment
+  /// cannot be created (e.g. /dev/shm full).
+  static std::unique_ptr<MessageQueue> create(std::size_t n_reader, std::size_t max_chunk_bytes,
+                                              std::size_t max_chunks,
+                                              std::vector<int> reader_ranks = {},
+                                              std::chrono::milliseconds timeout = kDefaultTimeout);
+
+  /// vLLM's export_handle(): the handle of a queue made by create() (to hand to its readers), or
+  /// the one a reader was made from. Throws std::invalid_argument for queues made collectively
+  /// (create_from_process_group*: their segment's name is already gone) and for a queue without
+  /// readers.
+  Handle export_handle() const;
+
+  /// vLLM's create_from_handle(handle, rank): attaches this process as the reader announced as
+  /// `rank` (its index in handle.reader_ranks). Not collective; the writer may be in any process
+  /// of this node. When every reader of the handle has attached, the segment's name is removed.
+  /// Throws std::invalid_argument for an invalid handle or a rank it does not list (remote
+  /// readers are not supported), DistributedError when the segment does not exist (the writer is
+  /// gone, or on another node) or does not match the handle.
+  static std::unique_ptr<MessageQueue> create_from_handle(
+      const Handle& handle, int rank, std::chrono::milliseconds timeout = kDefaultTimeout);
+
   /// Collective over every rank of `group` (same arguments everywhere, in the same order as the
   /// group's other collectives): group rank `writer_rank` creates the segment and sends its
   /// handle (name, sizes, a random token) with a Gloo broadcast; every other rank attaches as a
@@ -60,6 +121,21 @@ class MessageQueue {
   static std::unique_ptr<MessageQueue> create_from_process_group(
       std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
       int writer_rank = 0, bool blocking = true);
+
+  /// vLLM's create_from_process_group(..., external_writer_handle, blocking): as above, except
+  /// when group rank `writer_rank` passes an external writer's handle (the other ranks' value is
+  /// ignored, as in vLLM: only the writer rank's decides). Then nobody in the group writes: the
+  /// writer rank sends the handle to the others over the group, and every rank of the group,
+  /// writer_rank included, attaches as a reader with create_from_handle(handle, group rank);
+  /// max_chunk_bytes and max_chunks are taken from the handle. Every group rank must be among
+  /// handle.reader_ranks. With `blocking`, wait_until_ready() runs, which needs the external
+  /// writer to call its own wait_until_ready() meanwhile (vLLM's engine passes blocking=false and
+  /// calls it later). Throws std::invalid_argument on every rank for an invalid handle, a group
+  /// rank the handle does not list, or a segment not visible here (another node);
+  /// DistributedError when attaching fails otherwise.
+  static std::unique_ptr<MessageQueue> create_from_process_group(
+      std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
+      int writer_rank, const std::optional<Handle>& external_writer_handle, bool blocking = true);
 
   /// Collective over every rank of `group`: vLLM's single-reader variant. Every rank except
   /// `reader_rank` (a rank in the group) is the writer of its own one-reader queue; their
@@ -112,9 +188,11 @@ class MessageQueue {
   bool is_reader() const;
   /// Number of readers (vLLM's n_reader; all of them local).
   int num_readers() const;
-  /// Group rank of the writer.
+  /// Group rank of the writer; -1 when the writer belongs to no group (create(), and readers of
+  /// an external writer).
   int writer_rank() const;
-  /// Group ranks of the readers, in reader-index order (vLLM's handle.local_reader_ranks).
+  /// Ranks of the readers, in reader-index order (vLLM's handle.local_reader_ranks): group ranks,
+  /// or the ranks of the handle for queues made by create() / create_from_handle().
   const std::vector<int>& reader_ranks() const;
   /// This reader's index among the readers (vLLM's local_reader_rank); -1 on the writer.
   int reader_index() const;

@@ -1,12 +1,22 @@
 #!/usr/bin/env bash
 # The Python binding on a GPU host (DESIGN.md §4: Ubuntu, CUDA 13, torch, pybind11 and numpy 2
 # from pip, Gloo from Debian packages in .deps/). Logs go to $OUT (else build-gpu-py/logs).
-#   1. builds build-gpu-py/ (CUDA and Python on) and runs the CPU pytest suite with 1 and 2 ranks
-#      (numpy 2, pybind11 3 here);
-#   2. torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks on GPU 0);
-#   3. the Python-vs-C++ overhead benchmark with 2 ranks;
-#   4. pip install ./python through scikit-build-core (CPU only) and an import of the result.
+# Always configures and builds build-gpu-py-sys/ (CUDA and Python on; incremental on a warm
+# machine), then runs the steps named in GC_STEPS (default: all of them, in this order):
+#   debug         smoke runs of python/gpu/debug_steps.py (helper-thread and inline calls)
+#   pytest        the pytest suite, numpy flavour (gloo), 1 and 2 ranks
+#   pytest-torch  the same suite with torch CUDA tensors (GROUPCOORD_TEST_ARRAYS=torch-cuda, nccl
+#                 groups), 1 and 2 ranks; the 2 ranks share GPU 0 (NCCL_HOSTID per rank)
+#   pytest-symm   the torch-cuda suite at 2 ranks with NCCL symmetric memory on (plain windows,
+#                 GROUPCOORD_SYMM_WINDOW_FLAGS=default: this host's NCCL cannot register symmetric
+#                 ones) and every routed call, all_reduce included, on the scratch window
+#   torch         torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks)
+#   bench         the Python-vs-C++ overhead benchmark with 2 ranks
+#   pip           pip install ./python through scikit-build-core (CPU only), then an import
+# e.g. GC_STEPS="pytest pytest-torch" python/gpu/run-gpu-checks.sh
 set -uo pipefail
+GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-symm torch bench pip}"
+wanted() { [[ " $GC_STEPS " == *" $1 "* ]]; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="$ROOT/build-gpu-py-sys"  # system compiler (see below); a fresh cache
 DEPS=/opt/deps
@@ -72,27 +82,52 @@ step configure 300 cmake -S "$ROOT" -B "$BUILD" -G Ninja -DCMAKE_BUILD_TYPE=Rele
   -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=ON -DGROUPCOORD_BUILD_TESTS=OFF \
   -DGROUPCOORD_BUILD_EXAMPLES=OFF -DPython_EXECUTABLE="$PY" -Dpybind11_DIR="$PYBIND11_DIR" \
   -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES=90 || exit 1
-step build 400 cmake --build "$BUILD" -j "$(nproc)" --target groupcoord_python bench_all_reduce \
-  || exit 1
+TARGETS=(groupcoord_python)
+wanted bench && TARGETS+=(bench_all_reduce)
+step build 400 cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}" || exit 1
 readelf -d "$BUILD/src/libgroupcoord.so" | grep NEEDED | tee -a "$LOGS/summary.txt"
+echo "steps: $GC_STEPS" | tee -a "$LOGS/summary.txt"
 export PYTHONPATH="$BUILD/python"
-step debug-offloaded 60 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
-step debug-inline 60 env GC_INLINE=1 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+if wanted debug; then
+  step debug-offloaded 60 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+  step debug-inline 60 env GC_INLINE=1 "$PY" -X faulthandler "$ROOT/python/gpu/debug_steps.py"
+fi
 
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x PYTHONPATH
      -x NCCL_NVLS_ENABLE -x NCCL_SOCKET_IFNAME=lo -x GROUPCOORD_NCCL_LIBRARY)
 export PYTHONPATH="$BUILD/python" NCCL_SOCKET_IFNAME=lo
-for np in 1 2; do
-  step "pytest-np$np" 200 "${MPI[@]}" -np "$np" "$PY" "$ROOT/python/tests/run_rank.py" -x -q \
-    --tb=short -p no:cacheprovider "$ROOT/python/tests"
-done
-step torch 200 "${MPI[@]}" -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$1"' \
-  "$PY" "$ROOT/python/gpu/torch_checks.py"
-step bench 120 "${MPI[@]}" -np 2 "$PY" "$ROOT/benchmarks/bench_python_overhead.py" --rounds 9
-step bench-cpp 60 "${MPI[@]}" -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" 2000 7' \
-  "$BUILD/benchmarks/bench_all_reduce"
-step pip 300 env CMAKE_ARGS="-DGLOO_ROOT=$DEPS/usr -DDLPACK_ROOT=$DEPS/usr -DGROUPCOORD_WITH_CUDA=OFF" \
-  "$PY" -m pip install --no-build-isolation --no-deps --no-index -t /tmp/gc-site "$ROOT/python" \
-  && step pip-import 60 env PYTHONPATH=/tmp/gc-site "$PY" -c \
-  'import groupcoord, os; print(groupcoord.__file__, sorted(os.listdir(os.path.dirname(groupcoord.__file__))))'
+# Each rank its own NCCL host id: ranks sharing one GPU then talk over sockets (DESIGN.md §4).
+PER_RANK_HOST=(bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$@"' per-rank-host)
+PYTEST=("$PY" "$ROOT/python/tests/run_rank.py" -x -q --tb=short -p no:cacheprovider
+        "$ROOT/python/tests")
+if wanted pytest; then
+  for np in 1 2; do
+    step "pytest-np$np" 200 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=numpy -np "$np" "${PYTEST[@]}"
+  done
+fi
+if wanted pytest-torch; then
+  for np in 1 2; do
+    step "pytest-torch-np$np" 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=torch-cuda -np "$np" \
+      "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+  done
+fi
+if wanted pytest-symm; then
+  step pytest-symm-np2 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=torch-cuda \
+    -x GROUPCOORD_USE_NCCL_SYMM_MEM=1 -x GROUPCOORD_SYMM_WINDOW_FLAGS=default \
+    -x GROUPCOORD_SYMM_ALL_REDUCE=always -np 2 "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+fi
+if wanted torch; then
+  step torch 200 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$ROOT/python/gpu/torch_checks.py"
+fi
+if wanted bench; then
+  step bench 120 "${MPI[@]}" -np 2 "$PY" "$ROOT/benchmarks/bench_python_overhead.py" --rounds 9
+  step bench-cpp 60 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$BUILD/benchmarks/bench_all_reduce" \
+    2000 7
+fi
+if wanted pip; then
+  step pip 300 env CMAKE_ARGS="-DGLOO_ROOT=$DEPS/usr -DDLPACK_ROOT=$DEPS/usr -DGROUPCOORD_WITH_CUDA=OFF" \
+    "$PY" -m pip install --no-build-isolation --no-deps --no-index -t /tmp/gc-site "$ROOT/python" \
+    && step pip-import 60 env PYTHONPATH=/tmp/gc-site "$PY" -c \
+    'import groupcoord, os; print(groupcoord.__file__, sorted(os.listdir(os.path.dirname(groupcoord.__file__))))'
+fi
 exit $STATUS

@@ -67,16 +67,60 @@ class ProcessGroup:
     def timeout(self) -> float: ...
     def is_broken(self) -> bool: ...
 
+class MessageQueueHandle:
+    """vLLM's shm_broadcast.Handle: what readers need to attach to a MessageQueue. Picklable."""
+
+    @property
+    def local_reader_ranks(self) -> list[int]: ...
+    @property
+    def buffer_handle(self) -> Tuple[int, int, int, str]: ...
+    @property
+    def shm_name(self) -> str: ...
+    @property
+    def max_chunk_bytes(self) -> int: ...
+    @property
+    def max_chunks(self) -> int: ...
+    @property
+    def writer_pid(self) -> int: ...
+    @property
+    def local_subscribe_addr(self) -> None: ...
+    @property
+    def remote_subscribe_addr(self) -> None: ...
+    def to_bytes(self) -> bytes: ...
+    @staticmethod
+    def from_bytes(data: bytes) -> MessageQueueHandle: ...
+    def __eq__(self, other: object) -> bool: ...
+    def __hash__(self) -> int: ...
+
+# An external writer's handle: the object, or its to_bytes().
+HandleLike = Union[MessageQueueHandle, bytes, bytearray]
+
 class MessageQueue:
     """vLLM's shared-memory broadcaster (shm_broadcast.MessageQueue)."""
 
+    def __init__(
+        self,
+        n_reader: int,
+        n_local_reader: int,
+        local_reader_ranks: Optional[list[int]] = None,
+        max_chunk_bytes: int = 1 << 22,
+        max_chunks: int = 6,
+        connect_ip: Optional[str] = None,
+        *,
+        timeout: Timeout = None,
+    ) -> None: ...
+    def export_handle(self) -> MessageQueueHandle: ...
+    @staticmethod
+    def create_from_handle(
+        handle: HandleLike, rank: int, *, timeout: Timeout = None
+    ) -> MessageQueue: ...
     @staticmethod
     def create_from_process_group(
         pg: Union[ProcessGroup, GroupCoordinator],
         max_chunk_bytes: int,
         max_chunks: int,
         writer_rank: int = 0,
-        external_writer_handle: None = None,
+        external_writer_handle: Optional[HandleLike] = None,
         blocking: bool = True,
     ) -> MessageQueue: ...
     @staticmethod
@@ -111,7 +155,21 @@ class MessageQueue:
     def max_chunks(self) -> int: ...
     @property
     def name(self) -> str: ...
+    @property
+    def shm_name(self) -> str: ...
     default_timeout: float
+
+class SymmetricMemoryStats:
+    """State and counters of a group's NCCL symmetric memory (a read-only snapshot)."""
+    enabled: bool
+    disabled_reason: str
+    window_kind: str
+    windows_registered: int
+    symmetric_calls: int
+    fallbacks: int
+    zero_copy_calls: int
+    scratch_bytes: int
+    pool_bytes: int
 
 class DeviceCommunicator:
     """The device half of a GroupCoordinator (vLLM's DeviceCommunicatorBase)."""
@@ -251,6 +309,8 @@ class GroupCoordinator:
     def device_group(self) -> Optional[ProcessGroup]: ...
     @property
     def device_communicator(self) -> Optional[DeviceCommunicator]: ...
+    @property
+    def mq_broadcaster(self) -> Optional[MessageQueue]: ...
     # tensors
     def all_reduce(self, input_: Array, *, stream: Stream = None) -> Array: ...
     def all_gather(self, input_: Array, dim: int = -1, *, stream: Stream = None) -> Array: ...
@@ -345,11 +405,21 @@ class GroupCoordinator:
     def destroy(self) -> None: ...
     def make_sibling_device_group(self, group_desc: Optional[str] = None) -> DeviceCommunicator: ...
     def create_mq_broadcaster(
-        self, writer_rank: int = 0, external_writer_handle: None = None, blocking: bool = True
+        self,
+        writer_rank: int = 0,
+        external_writer_handle: Optional[HandleLike] = None,
+        blocking: bool = True,
     ) -> MessageQueue: ...
     def create_single_reader_mq_broadcasters(
         self, reader_rank_in_group: int = 0, blocking: bool = False
     ) -> list[MessageQueue]: ...
+    # NCCL symmetric memory
+    def symmetric_empty(
+        self, size: Any, dtype: Any, *, stream: Stream = None, array_library: Optional[str] = None
+    ) -> Array: ...
+    def reserve_symmetric_scratch(self, nbytes: int) -> None: ...
+    @property
+    def symmetric_memory_stats(self) -> SymmetricMemoryStats: ...
     def dispatch_router_logits(
         self,
         hidden_states: Array,

@@ -135,6 +135,12 @@ void bind_groups(GroupClass& cls) {
   cls.def_property_readonly("device_communicator", &device_communicator,
                             "The DeviceCommunicator, or None (world size 1, or created without "
                             "use_device_communicator).");
+  // A shared reference to the coordinator's queue: valid after destroy() too (the queue then
+  // lives on with this object, as a Python reference to vLLM's would).
+  property(
+      cls, "mq_broadcaster", [](const GroupCoordinator& c) { return c.mq_broadcaster(); },
+      "vLLM's mq_broadcaster: the MessageQueue that broadcast_object from group rank 0 uses "
+      "(use_message_queue_broadcaster and world size > 1, readers on one node), else None.");
 }
 
 void bind_lifetime(GroupClass& cls) {
@@ -173,19 +179,19 @@ ProcessGroup.))doc")
       .def(
           "create_mq_broadcaster",
           [](const GroupPtr& g, int writer_rank, py::object external_writer_handle, bool blocking) {
-            GC_CHECK(external_writer_handle.is_none(), g->label(),
-                     ".create_mq_broadcaster: external_writer_handle is not supported");
-            auto pg = g->get().cpu_group();
-            auto queue = call_blocking(BlockingKind::Wait, [pg, writer_rank, blocking] {
-              return std::shared_ptr<MessageQueue>(MessageQueue::create_from_process_group(
-                  pg, std::size_t{1} << 22, 6, writer_rank, blocking));
-            });
-            return queue;
+            return create_collective(g->get().cpu_group(), std::size_t{1} << 22, 6, writer_rank,
+                                     external_writer_handle, blocking,
+                                     g->label() + ".create_mq_broadcaster");
           },
           "writer_rank"_a = 0, "external_writer_handle"_a = py::none(), "blocking"_a = true,
           R"doc(
 Collective over the group: a MessageQueue (4 MiB chunks, 6 of them) written by group rank
-``writer_rank`` and read by every other rank.)doc")
+``writer_rank`` and read by every other rank. With ``external_writer_handle`` (the
+MessageQueueHandle of a queue made by MessageQueue(...) in another process, or its bytes; only
+group rank ``writer_rank``'s value counts, as in vLLM) nobody in the group writes: every rank,
+writer_rank included, attaches as a reader of that queue (see
+MessageQueue.create_from_process_group); pass blocking=False unless the writer calls
+wait_until_ready() meanwhile.)doc")
       .def(
           "create_single_reader_mq_broadcasters",
           [](const GroupPtr& g, int reader_rank_in_group, bool blocking) {

@@ -45,15 +45,32 @@ void wait_until_ready(const QueuePtr& q, py::object timeout) {
 
 py::object create(py::object pg, std::size_t max_chunk_bytes, std::size_t max_chunks,
                   int writer_rank, py::object external_writer_handle, bool blocking) {
-  GC_CHECK(external_writer_handle.is_none(),
-           "MessageQueue.create_from_process_group: external_writer_handle is not supported "
-           "(readers must be on the writer's node)");
-  auto group = process_group_arg(pg, "MessageQueue.create_from_process_group");
-  auto queue = call_blocking(BlockingKind::Wait, [=] {
-    return std::shared_ptr<MessageQueue>(MessageQueue::create_from_process_group(
-        group, max_chunk_bytes, max_chunks, writer_rank, blocking));
-  });
-  return py::cast(queue);
+  const char* what = "MessageQueue.create_from_process_group";
+  auto group = process_group_arg(pg, what);
+  return py::cast(create_collective(group, max_chunk_bytes, max_chunks, writer_rank,
+                                    external_writer_handle, blocking, what));
+}
+
+/// vLLM's MessageQueue(n_reader, n_local_reader, local_reader_ranks, max_chunk_bytes,
+/// max_chunks, connect_ip): a writer outside any group.
+QueuePtr construct(std::size_t n_reader, std::size_t n_local_reader,
+                   std::optional<std::vector<int>> local_reader_ranks, std::size_t max_chunk_bytes,
+                   std::size_t max_chunks, py::object connect_ip, py::object timeout) {
+  const char* what = "MessageQueue";
+  GC_CHECK(n_local_reader == n_reader, what, ": n_reader ", n_reader, " != n_local_reader ",
+           n_local_reader, ": readers on other nodes are not supported");
+  (void)connect_ip;  // vLLM binds its remote readers' socket there; there are none here
+  const auto bound = timeout_from_python(timeout, what).value_or(MessageQueue::kDefaultTimeout);
+  return QueuePtr(MessageQueue::create(n_reader, max_chunk_bytes, max_chunks,
+                                       local_reader_ranks.value_or(std::vector<int>{}), bound));
+}
+
+QueuePtr create_from_handle(py::object handle, int rank, py::object timeout) {
+  const char* what = "MessageQueue.create_from_handle";
+  auto parsed = handle_arg(handle, what);
+  GC_CHECK(parsed.has_value(), what, ": handle is None");
+  const auto bound = timeout_from_python(timeout, what).value_or(MessageQueue::kDefaultTimeout);
+  return QueuePtr(MessageQueue::create_from_handle(*parsed, rank, bound));
 }
 
 py::list create_single_reader(py::object pg, std::size_t max_chunk_bytes, std::size_t max_chunks,
@@ -73,6 +90,35 @@ py::list create_single_reader(py::object pg, std::size_t max_chunk_bytes, std::s
 }
 
 }  // namespace
+
+std::shared_ptr<MessageQueue> create_collective(std::shared_ptr<ProcessGroup> group,
+                                                std::size_t max_chunk_bytes, std::size_t max_chunks,
+                                                int writer_rank, py::handle external_writer_handle,
+                                                bool blocking, const std::string& what) {
+  // Only the writer rank's handle counts (vLLM ignores the others'), so only it is parsed. A
+  // parse failure must not make that rank alone skip the collective: it takes part with an
+  // empty (invalid) handle, which makes every rank raise ValueError, and reports its own
+  // parse error instead.
+  std::optional<MessageQueue::Handle> handle;
+  std::string parse_error;
+  if (group->rank() == writer_rank && !external_writer_handle.is_none()) {
+    try {
+      handle = handle_arg(external_writer_handle, what.c_str());
+    } catch (const std::invalid_argument& error) {
+      parse_error = error.what();
+      handle = MessageQueue::Handle{};
+    }
+  }
+  try {
+    return call_blocking(BlockingKind::Wait, [=] {
+      return std::shared_ptr<MessageQueue>(MessageQueue::create_from_process_group(
+          group, max_chunk_bytes, max_chunks, writer_rank, handle, blocking));
+    });
+  } catch (const std::invalid_argument&) {
+    if (!parse_error.empty()) throw std::invalid_argument(parse_error);
+    throw;
+  }
+}
 
 std::shared_ptr<ProcessGroup> process_group_arg(py::handle group, const char* what) {
   if (py::isinstance<PyGroup>(group))
@@ -94,18 +140,43 @@ py::list wrap_queues(std::vector<std::unique_ptr<MessageQueue>> queues) {
 }
 
 void bind_message_queue(py::module_& module) {
+  bind_message_queue_handle(module);
   py::class_<MessageQueue, QueuePtr>(module, "MessageQueue", R"doc(
 vLLM's shared-memory broadcaster (shm_broadcast.MessageQueue): one writer, same-node readers, a
 ring of chunks in POSIX shared memory; objects travel pickled. Create it collectively with
-GroupCoordinator.create_mq_broadcaster() or MessageQueue.create_from_process_group(). Unlike vLLM,
-every wait has a deadline (None: the queue's default timeout), messages larger than a chunk are
-split across chunks (no ZeroMQ socket), and remote readers are not supported.)doc")
+GroupCoordinator.create_mq_broadcaster() or MessageQueue.create_from_process_group(), or as a
+writer outside any group with MessageQueue(n_reader, n_local_reader, ...) whose readers attach
+with MessageQueue.create_from_handle(writer.export_handle(), rank). Unlike vLLM, every wait has
+a deadline (None: the queue's default timeout), messages larger than a chunk are split across
+chunks (no ZeroMQ socket), and remote readers are not supported.)doc")
+      .def(py::init(&construct), "n_reader"_a, "n_local_reader"_a,
+           "local_reader_ranks"_a = py::none(), "max_chunk_bytes"_a = std::size_t{1} << 22,
+           "max_chunks"_a = 6, "connect_ip"_a = py::none(), py::kw_only(), "timeout"_a = py::none(),
+           R"doc(
+vLLM's constructor: a writer that belongs to no group (e.g. an engine's scheduler process), for
+``n_reader`` readers on this node; hand ``export_handle()`` to them. ``n_local_reader`` must equal
+``n_reader`` (no remote readers); ``local_reader_ranks`` (default 0 .. n_reader-1) are the ranks
+the readers attach as; ``connect_ip`` is accepted and ignored. The ring's memory (here 6 chunks of
+4 MiB by default, the sizes GroupCoordinator uses; vLLM's defaults are larger) is reserved up
+front. ``timeout`` (seconds, keyword only) is the default timeout; None: 300 s.)doc")
+      .def("export_handle", &MessageQueue::export_handle, R"doc(
+vLLM's export_handle(): the MessageQueueHandle of a queue made by MessageQueue(...) (or the one a
+reader was attached from). ValueError for queues made collectively.)doc")
+      .def_static("create_from_handle", &create_from_handle, "handle"_a, "rank"_a, py::kw_only(),
+                  "timeout"_a = py::none(), R"doc(
+vLLM's create_from_handle(handle, rank): attaches this process as the reader ``rank`` of
+``handle.local_reader_ranks`` (a MessageQueueHandle or its to_bytes()). Not collective. ValueError
+when the handle does not list ``rank``; DistributedError when the writer's segment is gone.
+``timeout`` (seconds, keyword only): the default timeout; None: 300 s.)doc")
       .def_static("create_from_process_group", &create, "pg"_a, "max_chunk_bytes"_a, "max_chunks"_a,
                   "writer_rank"_a = 0, "external_writer_handle"_a = py::none(), "blocking"_a = true,
                   R"doc(
 Collective over every rank of ``pg`` (a ProcessGroup or a GroupCoordinator): group rank
-``writer_rank`` writes, every other rank reads. ``blocking`` waits until every reader is
-ready.)doc")
+``writer_rank`` writes, every other rank reads. ``blocking`` waits until every reader is ready.
+With ``external_writer_handle`` (a MessageQueueHandle or its bytes; only group rank
+``writer_rank``'s value counts, as in vLLM) the writer is that external queue: every rank of the
+group, writer_rank included, attaches as the reader of its group rank (each must be in the
+handle's local_reader_ranks); then ``blocking`` needs the writer's wait_until_ready() too.)doc")
       .def_static("create_from_process_group_single_reader", &create_single_reader, "pg"_a,
                   "max_chunk_bytes"_a, "max_chunks"_a, "reader_rank"_a = 0, "blocking"_a = false,
                   R"doc(
@@ -128,9 +199,12 @@ returns (queue, handles) instead; here the reader gets attached queues directly.
                              "Number of same-node readers (all of them).")
       .def_property_readonly("local_reader_rank", &MessageQueue::reader_index,
                              "This reader's index among the readers; -1 on the writer.")
-      .def_property_readonly("writer_rank", &MessageQueue::writer_rank, "Group rank of the writer.")
+      .def_property_readonly("writer_rank", &MessageQueue::writer_rank,
+                             "Group rank of the writer; -1 when the writer belongs to no group.")
       .def_property_readonly("reader_ranks", &MessageQueue::reader_ranks,
-                             "Group ranks of the readers.")
+                             "Ranks of the readers (group ranks, or the handle's ranks).")
+      .def_property_readonly("shm_name", &MessageQueue::shm_name,
+                             "The segment's POSIX name ('' without readers).")
       .def_property_readonly("max_chunk_bytes", &MessageQueue::max_chunk_bytes,
                              "Chunk size in bytes (16-byte header included).")
       .def_property_readonly("max_chunks", &MessageQueue::max_chunks, "Chunks in the ring.")

@@ -22,6 +22,8 @@ GroupClass bind_group_coordinator(pybind11::module_& module);
 void bind_group_tensor_ops(GroupClass& cls);
 /// GroupCoordinator's object and tensor-dictionary calls.
 void bind_group_object_ops(GroupClass& cls);
+/// GroupCoordinator's NCCL symmetric memory and groupcoord.SymmetricMemoryStats.
+void bind_symmetric_memory(pybind11::module_& module, GroupClass& cls);
 void bind_parallel_state(pybind11::module_& module);
 /// Module-level settings (array libraries, interruptible calls) and the benchmark hook.
 void bind_settings(pybind11::module_& module);

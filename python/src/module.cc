@@ -35,6 +35,7 @@ PYBIND11_MODULE(_groupcoord, m) {
   GroupClass cls = bind_group_coordinator(m);
   bind_group_tensor_ops(cls);
   bind_group_object_ops(cls);
+  bind_symmetric_memory(m, cls);
   bind_parallel_state(m);
   bind_settings(m);
 }

@@ -2,7 +2,8 @@
 same order (tools/run-pytest.sh); collectives inside a test pair up across ranks.
 
 * The distributed environment is initialised once per session (env://, short timeouts so that a
-  desynchronised run fails in seconds instead of hanging), with TP over the whole world.
+  desynchronised run fails in seconds instead of hanging), with TP over the whole world, on the
+  backend of the array flavour (gc_testing.py: ``GROUPCOORD_TEST_ARRAYS``, gloo for numpy).
 * Each test has a deadline (twice the group timeout): a rank stuck past it dumps its Python
   stacks and exits, which makes mpirun end the others (nothing hangs).
 * After each test the ranks agree on its outcome: a test that failed on any rank fails on every
@@ -20,16 +21,16 @@ import pytest
 
 import groupcoord as gc
 
-from gc_testing import GROUP_TIMEOUT
+from gc_testing import BACKEND, GROUP_TIMEOUT, configure_flavour, initialize_whole_world_tp
 
 
 @pytest.fixture(scope="session", autouse=True)
 def distributed() -> Iterator[None]:
-    # Explicitly gloo: a CPU suite, also on hosts with GPUs (where "" would pick nccl).
-    gc.init_distributed_environment(timeout=GROUP_TIMEOUT, backend="gloo")
-    gc.initialize_model_parallel(
-        tensor_model_parallel_size=gc.get_world_group().world_size, backend="gloo"
-    )
+    # The flavour's backend, explicitly: the numpy suite stays on gloo also on hosts with GPUs
+    # (where "" would pick nccl).
+    gc.init_distributed_environment(timeout=GROUP_TIMEOUT, backend=BACKEND)
+    initialize_whole_world_tp()
+    configure_flavour(gc.get_tp_group())
     yield
     gc.get_world_group().barrier()  # the last collective every rank takes part in
     gc.destroy_distributed_environment()
@@ -37,7 +38,8 @@ def distributed() -> Iterator[None]:
 
 @pytest.fixture(scope="session")
 def outcome_group(distributed: None) -> Iterator[gc.GroupCoordinator]:
-    """A world-wide group with a device communicator, used only to agree on test outcomes."""
+    """A world-wide group with a device communicator, used only to agree on test outcomes
+    (gloo in every flavour: it must work whatever the flavour's backend does)."""
     world = gc.get_world_group()
     group = gc.GroupCoordinator(
         [list(range(world.world_size))], world.local_rank, "gloo", True, group_name="pytest"

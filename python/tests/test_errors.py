@@ -1,5 +1,8 @@
 """Bad input raises ValueError on every rank before anything is sent (so the ranks stay in step);
-dead groups raise DistributedError; expired deadlines raise DistributedTimeoutError."""
+dead groups raise DistributedError; expired deadlines raise DistributedTimeoutError. Arrays are
+the flavour's (gc_testing.py) except where the case is numpy's own (read-only flags, negative
+strides): those stay numpy in every flavour, and then exercise the host path of the flavour's
+groups."""
 
 from __future__ import annotations
 
@@ -9,7 +12,14 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import reference, requires_min_world_size
+from gc_testing import (
+    BACKEND,
+    IS_NUMPY,
+    arr,
+    ref,
+    reference,
+    requires_min_world_size,
+)
 
 
 def test_exception_hierarchy() -> None:
@@ -26,8 +36,12 @@ def test_non_array_input(tp: gc.GroupCoordinator, bad) -> None:
 
 def test_unsupported_dtype(tp: gc.GroupCoordinator) -> None:
     if tp.world_size > 1:  # world size 1 returns the input unexamined, as vLLM
-        with pytest.raises(ValueError, match="unsupported dtype"):
-            tp.all_reduce(np.zeros(3, dtype=np.uint16))
+        if IS_NUMPY:
+            with pytest.raises(ValueError, match="unsupported dtype"):
+                tp.all_reduce(np.zeros(3, dtype=np.uint16))
+        else:  # complex: every library exports it through DLPack, groupcoord has no such dtype
+            with pytest.raises(ValueError, match="unsupported DLPack type"):
+                tp.all_reduce(arr(np.zeros(3, dtype=np.complex64)))
     with pytest.raises(ValueError):
         tp.recv((3,), "float128")
 
@@ -53,7 +67,7 @@ def test_negative_strides(tp: gc.GroupCoordinator) -> None:
 
 @requires_min_world_size(2)
 def test_bad_ranks_and_dims(tp: gc.GroupCoordinator) -> None:
-    x = reference(tp.rank_in_group, (2, 3))
+    x = ref(tp.rank_in_group, (2, 3))
     with pytest.raises(ValueError):
         tp.all_gather(x, dim=2)
     with pytest.raises(ValueError):
@@ -73,7 +87,7 @@ def test_bad_tensor_dicts(tp: gc.GroupCoordinator) -> None:
     with pytest.raises(ValueError, match="dictionary"):
         tp.send_tensor_dict([("a", 1)])
     with pytest.raises(ValueError, match="keys must be str"):
-        tp.send_tensor_dict({1: reference(0, (2,))})
+        tp.send_tensor_dict({1: ref(0, (2,))})
     with pytest.raises(ValueError, match="all_gather_group"):
         tp.send_tensor_dict({"a": 1}, all_gather_group="tp")
 
@@ -90,11 +104,11 @@ def test_initialize_twice_and_mismatch(world_size: int) -> None:
         gc.initialize_model_parallel(tensor_model_parallel_size=world_size)
     with pytest.raises(ValueError):
         gc.ensure_model_parallel_initialized(world_size + 1, 1)
-    gc.ensure_model_parallel_initialized(world_size, 1, backend="gloo")  # matches: no-op
+    gc.ensure_model_parallel_initialized(world_size, 1, backend=BACKEND)  # matches: no-op
 
 
 def test_destroyed_group_raises(world: gc.GroupCoordinator) -> None:
-    g = gc.GroupCoordinator([list(range(world.world_size))], world.local_rank, "gloo", True,
+    g = gc.GroupCoordinator([list(range(world.world_size))], world.local_rank, BACKEND, True,
                             group_name="doomed")
     g.destroy()
     g.destroy()  # idempotent
@@ -102,7 +116,7 @@ def test_destroyed_group_raises(world: gc.GroupCoordinator) -> None:
         g.barrier()
     if world.world_size > 1:  # world size 1 bypasses without touching the group, as vLLM
         with pytest.raises(gc.DistributedError):
-            g.all_reduce(reference(0, (2,)))
+            g.all_reduce(ref(0, (2,)))
 
 
 @requires_min_world_size(2)

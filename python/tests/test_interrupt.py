@@ -15,9 +15,10 @@ import time
 
 import pytest
 
-from gc_testing import requires_world_size
+from gc_testing import requires_numpy_flavour, requires_world_size
 
-pytestmark = requires_world_size(1)
+# The children run their own CPU (gloo) world whatever the flavour: once, in the numpy run.
+pytestmark = [requires_world_size(1), requires_numpy_flavour]
 
 # Each child installs Python's default SIGINT handler explicitly: a child of a background job
 # may inherit SIGINT as ignored, and then Python installs none.

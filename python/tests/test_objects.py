@@ -1,11 +1,20 @@
-"""Objects (pickled with pickle.HIGHEST_PROTOCOL) and asynchronous sends."""
+"""Objects (pickled with pickle.HIGHEST_PROTOCOL) and asynchronous sends. Objects are numpy
+payloads in every flavour (they travel pickled over the CPU group); the arrays of the tensor
+dicts are the flavour's (gc_testing.py), so they go through the device group."""
 
 from __future__ import annotations
 
 import numpy as np
 
 import groupcoord as gc
-from gc_testing import reference, requires_min_world_size
+from gc_testing import (
+    arr,
+    assert_result,
+    ref,
+    reference,
+    requires_min_world_size,
+    sends_first,
+)
 
 
 def payload(rank: int) -> dict:
@@ -61,25 +70,44 @@ def test_100_async_sends_received_in_order(tp: gc.GroupCoordinator) -> None:
         tp.isend_object((me, i), dst=nxt)
     for i in range(100):
         assert tp.recv_object(src=prev) == (prev, i)
-    for i in range(100):
-        tp.isend_tensor_dict({"i": i, "x": reference(me, (3,)) + i}, dst=nxt)
-    for i in range(100):
-        d = tp.recv_tensor_dict(src=prev)
-        assert d["i"] == i
-        np.testing.assert_array_equal(d["x"], reference(prev, (3,)) + i)
+
+    def send_dicts() -> None:
+        for i in range(100):
+            tp.isend_tensor_dict({"i": i, "x": arr(reference(me, (3,)) + i)}, dst=nxt)
+
+    def recv_dicts() -> None:
+        for i in range(100):
+            d = tp.recv_tensor_dict(src=prev)
+            assert d["i"] == i
+            assert_result(d["x"], reference(prev, (3,)) + i, what=f"dict {i}")
+
+    # The arrays may go through NCCL: see sends_first() for the order.
+    first, second = (send_dicts, recv_dicts) if sends_first(me) else (recv_dicts, send_dicts)
+    first()
+    second()
     tp.barrier()
 
 
 @requires_min_world_size(2)
 def test_isend_tensor_dict_handles(tp: gc.GroupCoordinator) -> None:
     ws, me = tp.world_size, tp.rank_in_group
-    handles = tp.isend_tensor_dict({"a": reference(me, (4,)), "b": None}, dst=(me + 1) % ws)
-    assert all(isinstance(h, gc.Handle) for h in handles)
-    d, recv_handles, postprocess = tp.irecv_tensor_dict(src=(me - 1) % ws)
-    for h in recv_handles:
-        h.wait(timeout=20)
-    assert postprocess == []
-    np.testing.assert_array_equal(d["a"], reference((me - 1) % ws, (4,)))
-    assert d["b"] is None
+    handles = []
+
+    def send() -> None:
+        handles.extend(tp.isend_tensor_dict({"a": ref(me, (4,)), "b": None}, dst=(me + 1) % ws))
+        assert all(isinstance(h, gc.Handle) for h in handles)
+
+    def recv() -> None:
+        d, recv_handles, postprocess = tp.irecv_tensor_dict(src=(me - 1) % ws)
+        for h in recv_handles:
+            h.wait(timeout=20)
+        assert postprocess == []
+        assert_result(d["a"], reference((me - 1) % ws, (4,)))
+        assert d["b"] is None
+
+    # The arrays may go through NCCL: see sends_first() for the order.
+    first, second = (send, recv) if sends_first(me) else (recv, send)
+    first()
+    second()
     for h in handles:
         h.wait()

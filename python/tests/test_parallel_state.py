@@ -1,4 +1,5 @@
-"""parallel_state: getters, group layouts, rank properties, lifetime, vLLM's signatures."""
+"""parallel_state: getters, group layouts, rank properties, lifetime, vLLM's signatures. Groups
+use the flavour's backend and arrays are the flavour's (gc_testing.py)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,16 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import model_parallel, reference, requires_world_size
+from gc_testing import (
+    BACKEND,
+    ON_CUDA,
+    assert_result,
+    device,
+    model_parallel,
+    ref,
+    reference,
+    requires_world_size,
+)
 
 
 def test_world_properties(world: gc.GroupCoordinator) -> None:
@@ -20,7 +30,7 @@ def test_world_properties(world: gc.GroupCoordinator) -> None:
     assert (world.first_rank, world.last_rank) == (0, ws - 1)
     assert world.is_first_rank == (me == 0) and world.is_last_rank == (me == ws - 1)
     assert world.next_rank == (me + 1) % ws and world.prev_rank == (me - 1) % ws
-    assert world.local_rank == me and world.device == "cpu"
+    assert world.local_rank == me and world.device == device()
     assert world.device_communicator is None  # vLLM's world group has none
     assert isinstance(world.cpu_group, gc.ProcessGroup)
     assert world.cpu_group.size() == ws and world.cpu_group.rank() == me
@@ -43,10 +53,10 @@ def test_device_communicator(tp: gc.GroupCoordinator) -> None:
     if tp.world_size == 1:
         assert comm is None
         return
-    assert comm.backend_name == "cpu"
+    assert comm.backend_name == ("cuda" if ON_CUDA else "cpu")
     assert (comm.world_size, comm.rank_in_group) == (tp.world_size, tp.rank_in_group)
     expected = sum(reference(r, (3,)) for r in range(tp.world_size))
-    np.testing.assert_array_equal(comm.all_reduce(reference(tp.rank_in_group, (3,))), expected)
+    assert_result(comm.all_reduce(ref(tp.rank_in_group, (3,))), expected)
 
 
 def test_destroyed_model_parallel_groups_raise(world_size: int) -> None:
@@ -57,7 +67,7 @@ def test_destroyed_model_parallel_groups_raise(world_size: int) -> None:
         old.world_size
     with pytest.raises(ValueError):
         gc.get_tp_group()
-    gc.initialize_model_parallel(world_size, 1, 1, 1, "gloo")  # positional, vLLM's order
+    gc.initialize_model_parallel(world_size, 1, 1, 1, BACKEND)  # positional, vLLM's order
     new = gc.get_tp_group()
     assert new is not old and new.world_size == world_size
     assert new.unique_name != old.unique_name  # names are never reused
@@ -85,19 +95,19 @@ def test_layout_data_parallel(rank: int) -> None:
 def test_keyword_arguments_as_vllm(world: gc.GroupCoordinator) -> None:
     ws = world.world_size
     g = gc.GroupCoordinator(group_ranks=[list(range(ws))], local_rank=world.local_rank,
-                            torch_distributed_backend="gloo", use_device_communicator=True,
+                            torch_distributed_backend=BACKEND, use_device_communicator=True,
                             use_message_queue_broadcaster=False, group_name="kw",
                             use_all2all=False)
-    h = gc.GroupCoordinator([list(range(ws))], world.local_rank, backend="gloo",
+    h = gc.GroupCoordinator([list(range(ws))], world.local_rank, backend=BACKEND,
                             use_device_communicator=False)
     assert g.unique_name.startswith("kw:") and h.unique_name.startswith("anonymous:")
-    assert g.torch_distributed_backend == "gloo" and g.group_ranks == [list(range(ws))]
-    x = reference(g.rank_in_group, (2, 2))
-    ref = [reference(r, (2, 2)) for r in range(ws)]
-    np.testing.assert_array_equal(g.all_gather(input_=x, dim=0), np.concatenate(ref, 0))
+    assert g.torch_distributed_backend == BACKEND and g.group_ranks == [list(range(ws))]
+    x = ref(g.rank_in_group, (2, 2))
+    refs = [reference(r, (2, 2)) for r in range(ws)]
+    assert_result(g.all_gather(input_=x, dim=0), np.concatenate(refs, 0))
     out = g.gather(input_=x, dst=0, dim=-1)
     if g.rank_in_group == 0:
-        np.testing.assert_array_equal(out, np.concatenate(ref, -1))
+        assert_result(out, np.concatenate(refs, -1))
     assert g.broadcast_object(obj="o", src=0) == "o"
     g.destroy()
     h.destroy()
@@ -106,9 +116,8 @@ def test_keyword_arguments_as_vllm(world: gc.GroupCoordinator) -> None:
 def test_sibling_device_group(tp: gc.GroupCoordinator) -> None:
     sibling = tp.make_sibling_device_group("sibling")
     assert isinstance(sibling, gc.DeviceCommunicator)
-    out = sibling.all_gather(reference(tp.rank_in_group, (2,)), dim=0)
-    np.testing.assert_array_equal(
-        out, np.concatenate([reference(r, (2,)) for r in range(tp.world_size)]))
+    out = sibling.all_gather(ref(tp.rank_in_group, (2,)), dim=0)
+    assert_result(out, np.concatenate([reference(r, (2,)) for r in range(tp.world_size)]))
     sibling.destroy()
 
 
@@ -117,11 +126,22 @@ def test_same_node(tp: gc.GroupCoordinator) -> None:
     assert gc.in_the_same_node_as(tp) == [True] * tp.world_size
 
 
-def test_graph_capture_on_cpu(tp: gc.GroupCoordinator) -> None:
+def test_graph_capture(tp: gc.GroupCoordinator) -> None:
+    """On CPU the context does nothing; on CUDA (torch) it yields a torch side stream that is
+    current inside the block, and the group's calls run on it."""
     with gc.graph_capture() as context:
-        assert isinstance(context, gc.GraphCaptureContext) and context.stream is None
-        out = tp.all_reduce(reference(tp.rank_in_group, (2,)))
-    np.testing.assert_array_equal(out, sum(reference(r, (2,)) for r in range(tp.world_size)))
+        assert isinstance(context, gc.GraphCaptureContext)
+        if ON_CUDA:
+            import torch  # the CUDA flavours' graph_capture goes through torch's streams
+
+            assert isinstance(context.stream, torch.cuda.Stream)
+            assert torch.cuda.current_stream() == context.stream
+        else:
+            assert context.stream is None
+        out = tp.all_reduce(ref(tp.rank_in_group, (2,)))
+        if ON_CUDA:
+            context.stream.synchronize()  # `out` was made on the side stream
+    assert_result(out, sum(reference(r, (2,)) for r in range(tp.world_size)))
     mine = gc.GraphCaptureContext()
     with tp.graph_capture(mine) as context:
         assert context is mine

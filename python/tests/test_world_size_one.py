@@ -1,5 +1,6 @@
 """World size 1 bypasses exactly as vLLM: collectives return their input object itself, the
-point-to-point tensor-dict calls do nothing, and calls that need a device communicator raise."""
+point-to-point tensor-dict calls do nothing, and calls that need a device communicator raise.
+Arrays are the suite's flavour (gc_testing.py)."""
 
 from __future__ import annotations
 
@@ -7,13 +8,21 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import reference, requires_world_size
+from gc_testing import (
+    IS_NUMPY,
+    assert_result,
+    flavour_dtype,
+    recv_kwargs,
+    ref,
+    reference,
+    requires_world_size,
+)
 
 pytestmark = requires_world_size(1)
 
 
 def test_collectives_return_their_input(tp: gc.GroupCoordinator) -> None:
-    x = reference(0, (2, 3))
+    x = ref(0, (2, 3))
     assert tp.all_reduce(x) is x
     assert tp.all_gather(x, dim=5) is x  # bypassed before the dim check, as vLLM
     assert tp.reduce_scatter(x) is x
@@ -28,7 +37,7 @@ def test_objects_and_dicts_return_their_input(tp: gc.GroupCoordinator) -> None:
     assert tp.broadcast_object(obj) is obj
     objs = [obj]
     assert tp.broadcast_object_list(objs) is objs
-    d = {"x": reference(0, (2,)), "y": "z"}
+    d = {"x": ref(0, (2,)), "y": "z"}
     assert tp.broadcast_tensor_dict(d) is d
     assert tp.send_tensor_dict(d) is d
     assert tp.isend_tensor_dict(d) == []
@@ -38,19 +47,21 @@ def test_objects_and_dicts_return_their_input(tp: gc.GroupCoordinator) -> None:
 
 
 def test_calls_needing_a_communicator_raise(tp: gc.GroupCoordinator) -> None:
-    x = reference(0, (4,))
+    x = ref(0, (4,))
+    dtype = np.float32 if IS_NUMPY else flavour_dtype(np.float32)
     for call in (lambda: tp.all_gatherv(x), lambda: tp.reduce_scatterv(x),
-                 lambda: tp.send(x), lambda: tp.recv((4,), np.float32)):
+                 lambda: tp.send(x), lambda: tp.recv((4,), dtype, **recv_kwargs())):
         with pytest.raises(ValueError, match="No device communicator"):
             call()
 
 
 def test_moe_without_communicator(tp: gc.GroupCoordinator) -> None:
-    h, r = reference(0, (3, 4)), reference(0, (3, 2))
+    h, r = ref(0, (3, 4)), ref(0, (3, 2))
     out = tp.dispatch_router_logits(h, r)
     assert len(out) == 2
-    np.testing.assert_array_equal(out[0], h)
-    np.testing.assert_array_equal(tp.combine(h), h)
+    assert_result(out[0], reference(0, (3, 4)))
+    assert_result(out[1], reference(0, (3, 2)))
+    assert_result(tp.combine(h), reference(0, (3, 4)))
 
 
 def test_message_queue_without_readers(tp: gc.GroupCoordinator) -> None:

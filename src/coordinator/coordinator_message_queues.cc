@@ -37,4 +37,8 @@ std::vector<std::shared_ptr<MessageQueue>> GroupCoordinator::create_single_reade
 
 bool GroupCoordinator::has_mq_broadcaster() const { return impl_->mq_broadcaster != nullptr; }
 
+std::shared_ptr<MessageQueue> GroupCoordinator::mq_broadcaster() const {
+  return impl_->mq_broadcaster ? impl_->mq_broadcaster->queue() : nullptr;
+}
+
 }  // namespace groupcoord

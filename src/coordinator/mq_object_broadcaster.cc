@@ -16,9 +16,10 @@ class MqObjectBroadcaster final : public ObjectBroadcaster {
   Bytes broadcast_object(const std::optional<Bytes>& obj) override {
     return queue_->broadcast_object(obj);
   }
+  std::shared_ptr<MessageQueue> queue() const override { return queue_; }
 
  private:
-  std::unique_ptr<MessageQueue> queue_;
+  std::shared_ptr<MessageQueue> queue_;  // shared: callers of mq_broadcaster() may outlive us
 };
 
 }  // namespace

@@ -9,11 +9,15 @@
 // other than the queue's writer keep using the CPU group (vLLM asserts src == 0 instead).
 #pragma once
 
+#include <memory>
 #include <optional>
 
 #include "groupcoord/bytes.h"
 
 namespace groupcoord {
+
+class MessageQueue;
+
 namespace coordinator_detail {
 
 /// See the file comment.
@@ -24,6 +28,8 @@ class ObjectBroadcaster {
   virtual int writer_rank() const = 0;
   /// Collective over the group: `obj` (required on the writer) on every rank.
   virtual Bytes broadcast_object(const std::optional<Bytes>& obj) = 0;
+  /// The shared-memory queue behind it, if any (GroupCoordinator::mq_broadcaster()).
+  virtual std::shared_ptr<MessageQueue> queue() const { return nullptr; }
 };
 
 }  // namespace coordinator_detail

@@ -19,6 +19,7 @@ Tensor CudaCommunicator::all_reduce(const Tensor& input) {
   check_tensor(where, input, "input");
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   cuda::DeviceGuard guard(device_);
+  if (auto routed = symmetric_all_reduce(where, input)) return *routed;
   const Tensor in = input.contiguous();
   Tensor out = Tensor::empty(in.shape(), in.dtype(), device_);
   if (in.numel() == 0) return out;
@@ -120,6 +121,7 @@ Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
   const Tensor front = comm::move_dim_to_front(input, dim);
+  if (auto routed = symmetric_all_gather(front)) return comm::move_dim_from_front(*routed, dim);
   Shape shape = front.shape();
   shape[0] *= world_size_;
   Tensor out = Tensor::empty(shape, front.dtype(), device_);
@@ -138,6 +140,9 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
   cudaStream_t stream = current_cuda_stream(device_);
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   const Tensor front = comm::move_dim_to_front(input, dim);
+  if (auto routed = symmetric_reduce_scatter(where, front)) {
+    return comm::move_dim_from_front(*routed, dim);
+  }
   Shape shape = front.shape();
   shape[0] /= world_size_;
   Tensor out = Tensor::empty(shape, front.dtype(), device_);

@@ -11,6 +11,13 @@
 // and move it back. Sums use ncclSum (bool: logical or); see nccl_dtype.h for the types.
 //
 //   all_reduce      ncclAllReduce (out of place)
+//
+// With NCCL symmetric memory on (GROUPCOORD_USE_NCCL_SYMM_MEM=1, agreed by every rank; see
+// cuda/symmetric_config.h), all_gather, reduce_scatter, their v-variants with uniform sizes, and
+// all_reduce where vLLM's table says so, run on the communicator's registered scratch window: the
+// input is copied in (skipped for a symmetric_empty tensor), NCCL runs window to window, and the
+// result is copied out into a new tensor, so results never alias the scratch.
+//
 //   all_gather      ncclAllGather
 //   all_gatherv     ncclAllGather when the sizes are uniform, else one ncclBroadcast per rank
 //                   inside ncclGroupStart/End
@@ -32,6 +39,7 @@
 
 #include <atomic>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -39,6 +47,7 @@
 
 #include "communicator/op_label.h"
 #include "cuda/nccl_comm.h"
+#include "cuda/symmetric_scratch_layout.h"
 #include "groupcoord/device_communicator.h"
 
 namespace groupcoord {
@@ -94,6 +103,13 @@ class CudaCommunicator final : public DeviceCommunicator {
                           const std::vector<Tensor>& extra_tensors = {}) override;
   Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) override;
 
+  /// NCCL symmetric memory (symmetric_memory.h; cuda_symmetric_collectives.cc).
+  SymmetricMemoryStats symmetric_memory_stats() const override;
+  Tensor symmetric_empty(const Shape& shape, DType dtype) override;
+  void reserve_symmetric_scratch(std::int64_t bytes) override;
+  /// The NCCL communicator (tests reach its symmetric memory through it).
+  cuda::NcclComm& nccl_comm() const { return nccl("nccl_comm"); }
+
   /// Waits on the host until the work enqueued so far on the device's current stream has run,
   /// bounded by the group's timeout. Throws TimeoutError / DistributedError naming the group and
   /// the operation when the communicator broke meanwhile (not collective).
@@ -119,6 +135,28 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// reduce_scatterv with non-uniform `sizes` (grouped reduces).
   Tensor scatter_varying(const comm::OpLabel& where, const Tensor& input, int dim,
                          const std::vector<std::int64_t>& sizes);
+  /// The symmetric-memory paths (cuda_symmetric_collectives.cc): each returns std::nullopt when
+  /// the call takes the regular path (off, unsupported dtype, table says no, no scratch).
+  /// `front` has the collective's dim first and is on device_.
+  std::optional<Tensor> symmetric_all_gather(const Tensor& front);
+  std::optional<Tensor> symmetric_reduce_scatter(const comm::OpLabel& where, const Tensor& front);
+  std::optional<Tensor> symmetric_all_reduce(const comm::OpLabel& where, const Tensor& input);
+  /// How one routed call uses the scratch.
+  struct SymmetricPlan {
+    bool zero_copy = false;  ///< the input lies in a pool window: no input copy
+    cuda::ScratchLayout layout;
+    Shape output_shape;
+  };
+  /// The NCCL call of a routed collective, from `send` to `recv` (both in windows).
+  using SymmetricCall = std::function<ncclResult_t(const cuda::NcclApi&, ncclComm_t, const void*,
+                                                   void*, cudaStream_t)>;
+  /// Leases the scratch, stages `input` (unless zero-copy), enqueues `call` and copies the result
+  /// out; std::nullopt (the regular path) when the scratch cannot be leased.
+  std::optional<Tensor> run_symmetric(const char* op, const Tensor& input,
+                                      const SymmetricPlan& plan, const SymmetricCall& call);
+  /// True when `tensor` is contiguous and inside this communicator's symmetric_empty pool.
+  bool in_symmetric_pool(const Tensor& tensor) const;
+
   /// Gathers `tensors` (tensors[0] defines the token count) along dim 0 with counts exchanged
   /// over the CPU group; every rank throws when any rank's inputs are invalid.
   std::vector<Tensor> dispatch_tensors(const char* op, const std::vector<Tensor>& tensors,

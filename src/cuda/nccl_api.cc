@@ -65,6 +65,10 @@ void resolve_all(void* handle, const std::string& path, NcclApi& api) {
   resolve(handle, path, "ncclRecv", api.Recv, true);
   resolve(handle, path, "ncclGroupStart", api.GroupStart, true);
   resolve(handle, path, "ncclGroupEnd", api.GroupEnd, true);
+  resolve(handle, path, "ncclMemAlloc", api.MemAlloc, false);
+  resolve(handle, path, "ncclMemFree", api.MemFree, false);
+  resolve(handle, path, "ncclCommWindowRegister", api.CommWindowRegister, false);
+  resolve(handle, path, "ncclCommWindowDeregister", api.CommWindowDeregister, false);
 }
 
 // The process-wide table; null until a load succeeds. Never freed: communicators may be torn

@@ -52,6 +52,18 @@ struct NcclApi {
   ncclResult_t (*Recv)(void*, size_t, ncclDataType_t, int, ncclComm_t, cudaStream_t) = nullptr;
   ncclResult_t (*GroupStart)() = nullptr;
   ncclResult_t (*GroupEnd)() = nullptr;
+
+  // Symmetric memory (NCCL >= 2.27); each nullptr when the library lacks it.
+  ncclResult_t (*MemAlloc)(void**, size_t) = nullptr;
+  ncclResult_t (*MemFree)(void*) = nullptr;
+  ncclResult_t (*CommWindowRegister)(ncclComm_t, void*, size_t, ncclWindow_t*, int) = nullptr;
+  ncclResult_t (*CommWindowDeregister)(ncclComm_t, ncclWindow_t) = nullptr;
+
+  /// True when every symmetric-memory entry point is present.
+  bool has_windows() const {
+    return MemAlloc != nullptr && MemFree != nullptr && CommWindowRegister != nullptr &&
+           CommWindowDeregister != nullptr;
+  }
 };
 
 /// The file the process-wide NCCL is loaded from: $GROUPCOORD_NCCL_LIBRARY, else

@@ -216,11 +216,14 @@ void NcclComm::destroy() {
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
 
+  // Symmetric windows go first, once nothing in flight can still touch them.
+  const bool operations_done = drain_in_flight(std::min(timeout_, kFinalizeLimit));
   bool clean = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    cudaSetDevice(device_.index);  // NCCL frees device memory of this device
+    release_windows_locked(std::min(timeout_, kFinalizeLimit), operations_done);
     if (comm_ != nullptr) {
-      cudaSetDevice(device_.index);  // NCCL frees device memory of this device
       clean = finalize_locked(std::min(timeout_, kFinalizeLimit));
       if (clean) {
         // A non-blocking communicator may finish freeing itself in the background

@@ -41,6 +41,7 @@
 #include <vector>
 
 #include "cuda/nccl_api.h"
+#include "cuda/symmetric_memory.h"
 #include "groupcoord/device.h"
 #include "groupcoord/process_group.h"
 #include "groupcoord/tensor.h"
@@ -74,6 +75,17 @@ class NcclComm {
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// ncclGetVersion of the loaded NCCL.
   int nccl_version() const { return api_->version; }
+  /// The CPU group the communicator was built over (agreements, symmetric_empty).
+  ProcessGroup& group() const { return *group_; }
+  /// This communicator's symmetric memory (DESIGN.md §5; off unless enabled and agreed).
+  SymmetricMemory& symmetric() const { return *symmetric_; }
+
+  /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
+  /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU group that all of them register the same size (an
+  /// std::invalid_argument on every rank otherwise), then NCCL's call is settled within the
+  /// timeout. DistributedError when NCCL registers nothing (it refuses windows for this
+  /// communicator) or fails. Not during CUDA graph capture.
+  ncclWindow_t register_window(void* data, std::size_t bytes, int flags, const char* op);
 
   /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
   /// the operation completes. Throws when the communicator is broken or destroyed, when NCCL
@@ -154,6 +166,13 @@ class NcclComm {
   /// Releases completed in-flight entries after teardown; leaks (and logs) the others.
   void release_in_flight(bool all_completed);
 
+  // ---- symmetric windows (nccl_comm_windows.cc) ----
+  /// Waits up to `limit` for every in-flight operation to complete; false when some did not.
+  bool drain_in_flight(std::chrono::milliseconds limit);
+  /// Teardown: deregisters every window of symmetric_ (bounded), before the communicator goes.
+  /// Windows that cannot be deregistered safely are leaked with their memory (logged).
+  void release_windows_locked(std::chrono::milliseconds limit, bool operations_done);
+
   const NcclApi* api_;
   std::shared_ptr<ProcessGroup> group_;
   Device device_;
@@ -177,6 +196,9 @@ class NcclComm {
   std::vector<cudaEvent_t> event_pool_;
   bool stop_ = false;
   std::thread watchdog_;
+
+  /// Created last in create(); windows are deregistered first in destroy().
+  std::unique_ptr<SymmetricMemory> symmetric_;
 };
 
 }  // namespace cuda

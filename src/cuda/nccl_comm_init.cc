@@ -54,6 +54,7 @@ std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, 
   std::shared_ptr<NcclComm> comm(new NcclComm(*api, std::move(group), device, std::move(name)));
   comm->init_communicator(comm->exchange_unique_id());
   comm->watchdog_ = std::thread([raw = comm.get()] { raw->watchdog_loop(); });
+  comm->symmetric_ = std::make_unique<SymmetricMemory>(*comm, *api);  // collective agreement
   GC_LOG(Debug, comm->name_, ": NCCL communicator ready (rank ", comm->rank_, " of ", comm->size_,
          " on ", device.str(), ", NCCL ", version_str(api->version), ")");
   return comm;

@@ -41,8 +41,9 @@ void raise_on_failure(const std::string& op, const std::string& group,
   }
   GC_CHECK(remote.empty(), "MessageQueue.", op, " on group '", group, "': group rank(s) ",
            ranks_text(remote), " cannot open the shared memory of the ", anchor_role,
-           " (group rank ", anchor, "): another node, or another /dev/shm; ",
-           "readers on other nodes are not supported yet");
+           anchor >= 0 ? " (group rank " + std::to_string(anchor) + ")" : std::string(),
+           ": another node, or another /dev/shm (or an external writer that is gone); readers "
+           "on other nodes are not supported yet");
   if (!failed.empty()) {
     GC_THROW(DistributedError, "MessageQueue.", op, " on group '", group, "': group rank(s) ",
              ranks_text(failed), " could not create or attach the shared-memory segment",

@@ -17,7 +17,8 @@ std::vector<std::int32_t> combine_statuses(const std::vector<std::int32_t>& repo
 
 /// Throws std::invalid_argument when some rank cannot see the segment (kAttachRemote: it is on
 /// another node), else DistributedError when some rank failed (kAttachFailed). `op` and `group`
-/// name the call; `anchor_role` / `anchor` the rank whose node counts ("writer" or "reader");
+/// name the call; `anchor_role` / `anchor` the rank whose node counts ("writer" or "reader";
+/// anchor -1 for a writer outside the group);
 /// `writer_error`, when known, says why the writer failed.
 void raise_on_failure(const std::string& op, const std::string& group,
                       const std::vector<std::int32_t>& verdict, const char* anchor_role, int anchor,

@@ -49,8 +49,10 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
 
 std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
     std::string name, int writer_rank, std::vector<int> reader_ranks, int reader_index,
-    std::chrono::milliseconds timeout, std::unique_ptr<shm::ShmRingBuffer> ring) {
+    std::chrono::milliseconds timeout, std::unique_ptr<shm::ShmRingBuffer> ring,
+    std::optional<MessageQueue::Handle> handle) {
   auto impl = std::make_unique<Impl>();
+  impl->handle = std::move(handle);
   impl->name = std::move(name);
   impl->writer_rank = writer_rank;
   impl->reader_ranks = std::move(reader_ranks);
@@ -60,16 +62,24 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
   impl->timeout = timeout;
   impl->shm_name = ring->segment().name();
   impl->reader = std::make_unique<shm::RingReader>(*ring, static_cast<std::size_t>(reader_index),
-                                                   impl->name, rank_name(writer_rank));
+                                                   impl->name, impl->writer_label());
   // The writer watches our pid only when it means the same process to it (same namespace).
   shm::ReaderSlot& slot = ring->reader_slot(static_cast<std::size_t>(reader_index));
   if (ring->header().pid_namespace != 0 &&
       ring->header().pid_namespace == shm::pid_namespace_id()) {
     slot.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
   }
-  slot.state.store(as_word(shm::ReaderState::kAttached), std::memory_order_release);
+  // seq_cst, not just release: readers attaching at the same time from a handle then cannot
+  // both miss each other's attachment (see shm::unlink_if_all_attached).
+  slot.state.store(as_word(shm::ReaderState::kAttached), std::memory_order_seq_cst);
   impl->ring = std::move(ring);
   return impl;
+}
+
+std::string MessageQueue::Impl::writer_label() const {
+  if (writer_rank >= 0) return rank_name(writer_rank);
+  return "the external writer" +
+         (handle ? " (pid " + std::to_string(handle->writer_pid) + ")" : std::string());
 }
 
 MessageQueue::MessageQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -124,6 +134,9 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
                deadline.timeout().count(), " ms waiting for reader ",
                rank_name(q.reader_ranks[waiting_for]));
     }
+    // Every reader has attached: the name is no longer needed (a no-op for collectively made
+    // queues, whose name is gone already; create() queues lose theirs here at the latest).
+    ring.segment().unlink();
     ring.header().writer_ready.value.store(1, std::memory_order_release);
   } else {
     ring.reader_state(q.reader_index)
@@ -132,15 +145,14 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
       if (ring.header().writer_ready.value.load(std::memory_order_acquire) == 1) return true;
       if (ring.header().writer_state.value.load(std::memory_order_acquire) !=
           static_cast<std::uint32_t>(shm::WriterState::kOpen)) {
-        GC_THROW(DistributedError, q.name, ": wait_until_ready: the writer (",
-                 rank_name(q.writer_rank), ") closed the queue");
+        GC_THROW(DistributedError, q.name, ": wait_until_ready: the writer (", q.writer_label(),
+                 ") closed the queue");
       }
       return false;
     };
     if (!shm::spin_until(writer_ready, deadline)) {
       GC_THROW(TimeoutError, q.name, ": wait_until_ready timed out after ",
-               deadline.timeout().count(), " ms waiting for the writer (", rank_name(q.writer_rank),
-               ")");
+               deadline.timeout().count(), " ms waiting for the writer (", q.writer_label(), ")");
     }
   }
   q.ready = true;
@@ -150,7 +162,7 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
 
 void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::milliseconds> timeout) {
   Impl& q = *impl_;
-  GC_CHECK(q.is_writer(), q.name, ": enqueue: only the writer (group rank ", q.writer_rank,
+  GC_CHECK(q.is_writer(), q.name, ": enqueue: only the writer (", q.writer_label(),
            ") can enqueue; this process is reader ", q.reader_index);
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": enqueue: negative timeout ",
            timeout->count(), " ms");
@@ -196,7 +208,7 @@ void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::millisec
 Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
   Impl& q = *impl_;
   GC_CHECK(!q.is_writer(), q.name, ": dequeue: only readers can dequeue; this process is ",
-           "the writer (group rank ", q.writer_rank, ")");
+           "the writer (", q.writer_label(), ")");
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": dequeue: negative timeout ",
            timeout->count(), " ms");
   const shm::Deadline deadline(timeout.value_or(q.timeout));

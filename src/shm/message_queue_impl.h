@@ -27,8 +27,8 @@ struct MessageQueue::Impl {
     std::uint32_t next = 0;  ///< index of the next chunk expected
   };
 
-  std::string name;  ///< for errors, e.g. "mq[tp:0, writer 0]"
-  int writer_rank = 0;
+  std::string name;     ///< for errors, e.g. "mq[tp:0, writer 0]"
+  int writer_rank = 0;  ///< -1: the writer belongs to no group (create(), external writers)
   std::vector<int> reader_ranks;
   int reader_index = -1;  ///< -1 on the writer
   std::size_t max_chunk_bytes = 0;
@@ -41,8 +41,13 @@ struct MessageQueue::Impl {
   bool ready = false;                        ///< wait_until_ready() completed
   bool broken = false;                       ///< writer: a message was left half-written
   std::optional<Partial> partial;
+  /// What export_handle() returns: set for create() and create_from_handle() queues only (the
+  /// segment name of a collectively made queue is gone by the time it is returned).
+  std::optional<MessageQueue::Handle> handle;
 
   bool is_writer() const { return reader_index < 0; }
+  /// "rank 3", or "the external writer (pid 42)" when the writer belongs to no group.
+  std::string writer_label() const;
 
   /// The writer's side. `ring` may be null (no readers).
   static std::unique_ptr<Impl> make_writer(std::string name, int writer_rank,
@@ -51,10 +56,11 @@ struct MessageQueue::Impl {
                                            std::chrono::milliseconds timeout,
                                            std::unique_ptr<shm::ShmRingBuffer> ring);
   /// Reader `reader_index`'s side of an attached ring; announces the attachment in the segment.
-  static std::unique_ptr<Impl> make_reader(std::string name, int writer_rank,
-                                           std::vector<int> reader_ranks, int reader_index,
-                                           std::chrono::milliseconds timeout,
-                                           std::unique_ptr<shm::ShmRingBuffer> ring);
+  /// `handle`: the handle it was attached from (create_from_handle and external writers).
+  static std::unique_ptr<Impl> make_reader(
+      std::string name, int writer_rank, std::vector<int> reader_ranks, int reader_index,
+      std::chrono::milliseconds timeout, std::unique_ptr<shm::ShmRingBuffer> ring,
+      std::optional<MessageQueue::Handle> handle = std::nullopt);
 };
 
 }  // namespace groupcoord

@@ -13,6 +13,7 @@
 #include "groupcoord/message_queue.h"
 #include "shm/attach_verdict.h"
 #include "shm/chunk_frame.h"
+#include "shm/external_attach.h"
 #include "shm/message_queue_impl.h"
 #include "shm/queue_handle.h"
 #include "shm/ring_buffer.h"
@@ -93,21 +94,114 @@ std::string queue_name(const ProcessGroup& group, int writer_rank) {
   return "mq[" + group.name() + ", writer " + std::to_string(writer_rank) + "]";
 }
 
+std::string prefix(const char* op, const ProcessGroup& group) {
+  return std::string("MessageQueue.") + op + " on group '" + group.name() + "'";
+}
+
+/// The writer rank's announcement of an external writer's handle; `bytes` receives the handle
+/// in serialised form. An invalid handle is announced as such (the peers must still take part
+/// in the broadcast), so that every rank raises the same std::invalid_argument afterwards.
+QueueHandle announce_external(const ProcessGroup& group, const char* op,
+                              const MessageQueue::Handle& external, Bytes& bytes) {
+  try {
+    external.validate(prefix(op, group) + ": external_writer_handle");
+    bytes = external.to_bytes();
+    return shm::external_handle(bytes.size());
+  } catch (const std::invalid_argument& error) {
+    return shm::invalid_external_handle(error.what());
+  }
+}
+
+/// Every group rank must be one of the handle's readers: remote readers are not supported.
+/// Decided from the handle alone, so every rank throws alike.
+void check_every_rank_reads(const ProcessGroup& group, const char* op,
+                            const MessageQueue::Handle& handle) {
+  std::vector<int> missing;
+  for (int r = 0; r < group.size(); ++r) {
+    if (shm::reader_index_of(handle, r) < 0) missing.push_back(r);
+  }
+  if (missing.empty()) return;
+  std::string listed, absent;
+  for (int r : handle.reader_ranks) listed += (listed.empty() ? "" : ", ") + std::to_string(r);
+  for (int r : missing) absent += (absent.empty() ? "" : ", ") + std::to_string(r);
+  GC_THROW(std::invalid_argument, prefix(op, group), ": group rank(s) ", absent,
+           " are not among the external writer's reader ranks [", listed,
+           "] (readers outside the writer's handle, e.g. on other nodes, are not supported)");
+}
+
+/// True when every reader the handle lists is a rank of `group` (then, once the group agreed
+/// that all of them attached, nobody else will need the segment's name).
+bool group_covers_readers(const ProcessGroup& group, const MessageQueue::Handle& handle) {
+  return std::all_of(handle.reader_ranks.begin(), handle.reader_ranks.end(),
+                     [&](int r) { return r < group.size(); });
+}
+
+/// The external-writer half of create_from_process_group, after the writer rank's
+/// announcement `announced` reached every rank: the serialised handle follows in a second
+/// broadcast, every rank attaches as a reader, and the ranks agree on the outcome.
+std::unique_ptr<MessageQueue::Impl> attach_external(const std::shared_ptr<ProcessGroup>& group,
+                                                    const char* op, int writer_rank,
+                                                    const QueueHandle& announced, Bytes bytes) {
+  const int n = group->size();
+  const int me = group->rank();
+  if (announced.external == shm::kExternalInvalid) {
+    GC_THROW(std::invalid_argument, announced.error, " (passed by group rank ", writer_rank, ")");
+  }
+  // A handle is a few hundred bytes; a larger announcement is garbage from a mismatched peer.
+  GC_CHECK(announced.external_bytes <= (std::size_t{1} << 24), prefix(op, *group), ": group rank ",
+           writer_rank, " announced a handle of ", announced.external_bytes, " bytes");
+  bytes.resize(static_cast<std::size_t>(announced.external_bytes));
+  if (n > 1) group->broadcast(&bytes[0], bytes.size(), DType::UInt8, writer_rank);
+  const MessageQueue::Handle handle = MessageQueue::Handle::from_bytes(bytes);
+  check_every_rank_reads(*group, op, handle);
+
+  const int index = shm::reader_index_of(handle, me);
+  shm::HandleAttachment attached = shm::attach_to_handle(handle);
+  if (attached.ring && !shm::claim_reader_slot(*attached.ring, index)) {
+    attached = {};
+    attached.status = shm::kAttachFailed;
+    attached.error = "reader rank " + std::to_string(me) + " is attached already";
+  }
+  if (attached.status == shm::kAttachFailed) {  // the verdict says "see their log"
+    GC_LOG(Error, prefix(op, *group), ": ", attached.error);
+  }
+  std::vector<std::int32_t> mine(n, shm::kAttachOk);
+  mine[me] = attached.status;
+  const std::vector<std::int32_t> verdict = n > 1 ? agree(*group, mine) : mine;
+  if (attached.ring && group_covers_readers(*group, handle)) attached.ring->segment().unlink();
+  shm::raise_on_failure(op, group->name(), verdict, "external writer", -1, "");
+
+  auto impl = MessageQueue::Impl::make_reader(shm::external_queue_name(handle, group->name()), -1,
+                                              handle.reader_ranks, index, group->timeout(),
+                                              std::move(attached.ring), handle);
+  shm::unlink_if_all_attached(*impl->ring);
+  return impl;
+}
+
 }  // namespace
 
 std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
     std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
     int writer_rank, bool blocking) {
+  return create_from_process_group(std::move(group), max_chunk_bytes, max_chunks, writer_rank,
+                                   std::nullopt, blocking);
+}
+
+std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
+    std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
+    int writer_rank, const std::optional<Handle>& external_writer_handle, bool blocking) {
   const char* op = "create_from_process_group";
   validate(op, group.get(), max_chunk_bytes, max_chunks, writer_rank, "writer_rank");
   const int n = group->size();
   const int me = group->rank();
+  // Only the writer rank's handle counts (as in vLLM): it announces the mode to the others.
+  const bool external = me == writer_rank && external_writer_handle.has_value();
   std::vector<int> readers;
   for (int r = 0; r < n; ++r) {
     if (r != writer_rank) readers.push_back(r);
   }
   const std::string name = queue_name(*group, writer_rank);
-  if (n == 1) {
+  if (n == 1 && !external) {
     // No readers, no segment (vLLM creates no buffer either): enqueue() does nothing.
     return std::unique_ptr<MessageQueue>(new MessageQueue(Impl::make_writer(
         name, writer_rank, readers, max_chunk_bytes, max_chunks, group->timeout(), nullptr)));
@@ -115,8 +209,19 @@ std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
 
   std::unique_ptr<ShmRingBuffer> ring;
   QueueHandle handle{};
-  if (me == writer_rank) handle = create_ring(*group, n - 1, max_chunk_bytes, max_chunks, ring);
-  group->broadcast(&handle, sizeof handle, DType::UInt8, writer_rank);
+  Bytes external_bytes;
+  if (external) {
+    handle = announce_external(*group, op, *external_writer_handle, external_bytes);
+  } else if (me == writer_rank) {
+    handle = create_ring(*group, n - 1, max_chunk_bytes, max_chunks, ring);
+  }
+  if (n > 1) group->broadcast(&handle, sizeof handle, DType::UInt8, writer_rank);
+  if (shm::handle_is_valid(handle) && handle.external != shm::kNoExternal) {
+    std::unique_ptr<MessageQueue> queue(new MessageQueue(
+        attach_external(group, op, writer_rank, handle, std::move(external_bytes))));
+    if (blocking) queue->wait_until_ready();
+    return queue;
+  }
 
   std::vector<std::int32_t> mine(n, shm::kAttachOk);
   mine[me] = me == writer_rank ? handle.status : attach_ring(*group, handle, n - 1, ring);

@@ -57,6 +57,21 @@ QueueHandle ok_handle(const std::string& name, std::size_t n_reader, std::size_t
   return handle;
 }
 
+QueueHandle external_handle(std::size_t size) {
+  QueueHandle handle{};
+  handle.magic = kHandleMagic;
+  handle.status = kAttachOk;
+  handle.external = kExternalHandle;
+  handle.external_bytes = size;
+  return handle;
+}
+
+QueueHandle invalid_external_handle(const std::string& error) {
+  QueueHandle handle = failed_handle(error);
+  handle.external = kExternalInvalid;
+  return handle;
+}
+
 bool handle_is_valid(const QueueHandle& handle) {
   return handle.magic == kHandleMagic &&
          std::memchr(handle.name, '\0', sizeof handle.name) != nullptr &&
@@ -73,6 +88,10 @@ std::string make_segment_name(const ProcessGroup& group) {
   if (auto* prefixed = dynamic_cast<const PrefixStore*>(group.store().get())) {
     scope += "|" + prefixed->prefix();
   }
+  return make_segment_name(scope);
+}
+
+std::string make_segment_name(const std::string& scope) {
   char name[80];
   std::snprintf(name, sizeof name, "/gcmq-%08x-%d-%016llx",
                 static_cast<unsigned>(fnv1a(scope) & 0xffffffffu), static_cast<int>(::getpid()),

@@ -21,6 +21,28 @@ Tensor ones(const Shape& shape) {
   return make_tensor(shape, DType::Float32, [](std::int64_t) { return 1.0; });
 }
 
+// Symmetric memory belongs to the cuda communicator: a gloo coordinator says so (naming the
+// group and the backend); at world size 1 there is no communicator and a plain tensor serves.
+TEST_F(CoordinatorErrors, SymmetricMemoryIsCudaOnly) {
+  GroupCoordinator& c = reversed_coord();
+  const SymmetricMemoryStats stats = c.symmetric_memory_stats();
+  EXPECT_FALSE(stats.enabled);
+  EXPECT_EQ(stats.windows_registered, 0);
+  if (c.world_size() == 1) {
+    EXPECT_NE(stats.disabled_reason.find("world size 1"), std::string::npos);
+    const Tensor t = c.symmetric_empty({3, 4}, DType::BFloat16);
+    EXPECT_EQ(t.shape(), (Shape{3, 4}));
+    EXPECT_EQ(t.dtype(), DType::BFloat16);
+    c.reserve_symmetric_scratch(1 << 20);  // nothing to reserve
+    return;
+  }
+  EXPECT_NE(stats.disabled_reason.find("cpu"), std::string::npos) << stats.disabled_reason;
+  expect_invalid_argument([&] { c.symmetric_empty({4}, DType::Float32); },
+                          {c.unique_name(), "symmetric_empty", "nccl backend", "gloo"});
+  expect_invalid_argument([&] { c.reserve_symmetric_scratch(1 << 20); },
+                          {c.unique_name(), "reserve_symmetric_scratch", "nccl backend"});
+}
+
 TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
   GroupCoordinator& c = reversed_coord();
   const std::string name = c.unique_name();

@@ -1,0 +1,133 @@
+// NcclComm's symmetric windows: collective registration with a deadline, and their release at
+// teardown in an order that never frees memory the GPU or NCCL may still use:
+//   1. wait (bounded) for every operation in flight, 2. deregister each window, 3. finalize and
+//   destroy the communicator (nccl_comm.cc), 4. the memory is freed when its last owner (a pool
+//   tensor, or the released window list) lets go.
+// When operations did not finish, or the communicator was aborted, the windows and their memory
+// are leaked on purpose (logged): a kernel or a peer may still read them.
+#include <chrono>
+#include <vector>
+
+#include "cuda/device_guard.h"
+#include "cuda/nccl_comm.h"
+#include "cuda/poll_pause.h"
+#include "groupcoord/check.h"
+#include "groupcoord/logging.h"
+
+namespace groupcoord {
+namespace cuda {
+
+namespace {
+
+// Windows that could not be released safely: reachable until the process ends.
+void keep_windows_forever(std::vector<RegisteredWindow> windows) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<RegisteredWindow>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& window : windows) kept->push_back(std::move(window));
+}
+
+}  // namespace
+
+ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
+                                       const char* op) {
+  GC_CHECK(api_->CommWindowRegister != nullptr, name_, " ", op,
+           ": the loaded NCCL has no ncclCommWindowRegister");
+  // ncclCommWindowRegister waits for every rank without a deadline of its own: meet over the
+  // CPU group first (which has one), and make sure every rank registers the same size.
+  const std::int64_t mine = static_cast<std::int64_t>(bytes);
+  std::vector<std::int64_t> all(size_);
+  group_->all_gather(&mine, all.data(), 1, DType::Int64);
+  for (int r = 0; r < size_; ++r) {
+    GC_CHECK(all[r] == mine, name_, " ", op, ": rank ", r, " registers a window of ", all[r],
+             " bytes but this rank one of ", mine, "; every rank must register the same size");
+  }
+  DeviceGuard guard(device_);
+  // NCCL fills the window in from its own thread, possibly after the call returned; if that never
+  // happens in time the slot must still be valid when it does, so it lives on the heap.
+  auto* slot = new ncclWindow_t(nullptr);
+  ncclResult_t result = ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    throw_if_unusable_locked(op);
+    result = api_->CommWindowRegister(comm_, data, bytes, slot, flags);
+  }
+  settle(op, result);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  for (int round = 0; *static_cast<volatile ncclWindow_t*>(slot) == nullptr; ++round) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      throw_if_unusable_locked(op);
+      ncclResult_t state = ncclSuccess;
+      api_->CommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        break_locked(false, std::string(op) + ": ncclCommWindowRegister failed: " +
+                                nccl_result_text(state) + last_error_locked());
+        throw_broken(op);
+      }
+      if (state == ncclSuccess && round > 0 && std::chrono::steady_clock::now() >= deadline) {
+        delete slot;  // NCCL is done with it and registered nothing
+        GC_THROW(DistributedError, name_, " ", op, ": NCCL registered no window for ", bytes,
+                 " bytes (window registration is unsupported for this communicator)");
+      }
+      if (std::chrono::steady_clock::now() >= deadline) {
+        break_locked(true, std::string(op) + ": ncclCommWindowRegister did not complete within " +
+                               std::to_string(timeout_.count()) + " ms");
+        throw_broken(op);  // the slot is leaked: NCCL may still write it
+      }
+    }
+    poll_pause(round);
+  }
+  const ncclWindow_t window = *slot;
+  delete slot;
+  return window;
+}
+
+bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int round = 0;; ++round) {
+    bool all_done = true;
+    {
+      std::lock_guard<std::mutex> lock(in_flight_mutex_);
+      for (const InFlight& entry : in_flight_) {
+        if (cudaEventQuery(entry.event) == cudaErrorNotReady) {
+          all_done = false;
+          break;
+        }
+      }
+    }
+    (void)cudaGetLastError();
+    if (all_done) return true;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    poll_pause(round);
+  }
+}
+
+void NcclComm::release_windows_locked(std::chrono::milliseconds limit, bool operations_done) {
+  if (!symmetric_) return;
+  std::vector<RegisteredWindow> windows = symmetric_->take_windows();
+  if (windows.empty()) return;
+  if (comm_ == nullptr || !operations_done) {
+    GC_LOG(Warn, name_, ": ", windows.size(), " symmetric window(s) kept with their memory: ",
+           comm_ == nullptr ? "the communicator was aborted" : "operations were still running");
+    keep_windows_forever(std::move(windows));
+    return;
+  }
+  for (RegisteredWindow& window : windows) {
+    ncclResult_t state = api_->CommWindowDeregister(comm_, window.handle);
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    for (int round = 0; state == ncclInProgress; ++round) {
+      if (std::chrono::steady_clock::now() >= deadline) break;
+      poll_pause(round);
+      api_->CommGetAsyncError(comm_, &state);
+    }
+    if (state != ncclSuccess) {
+      GC_LOG(Warn, name_, ": deregistering a symmetric window failed (",
+             nccl_result_text(state), "); its memory is kept");
+      keep_windows_forever({std::move(window)});
+    }
+  }
+}
+
+}  // namespace cuda
+}  // namespace groupcoord

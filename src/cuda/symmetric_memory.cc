@@ -1,0 +1,224 @@
+// SymmetricMemory: agreement, windows, scratch and teardown. The symmetric_empty pool is in
+// symmetric_pool.cc.
+#include "cuda/symmetric_memory.h"
+
+#include <algorithm>
+
+#include "cuda/cuda_check.h"
+#include "cuda/device_guard.h"
+#include "cuda/nccl_comm.h"
+#include "cuda/symmetric_probe.h"
+#include "cuda/symmetric_scratch_layout.h"
+#include "groupcoord/check.h"
+#include "groupcoord/cuda/stream.h"
+#include "groupcoord/logging.h"
+
+namespace groupcoord {
+namespace cuda {
+
+namespace {
+
+// What each rank contributes to the agreement.
+enum AgreementStatus : std::int64_t { kUsable = 0, kRefused = 1, kBadSettings = 2 };
+constexpr int kAgreementFields = 6;
+
+bool stream_is_capturing(cudaStream_t stream) {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "symmetric memory: capture status");
+  return status != cudaStreamCaptureStatusNone;
+}
+
+}  // namespace
+
+// ---- agreement -----------------------------------------------------------------------------
+
+SymmetricMemory::SymmetricMemory(NcclComm& owner, const NcclApi& api) : owner_(owner), api_(&api) {
+  agree(api);
+}
+
+void SymmetricMemory::agree(const NcclApi& api) {
+  ProcessGroup& group = owner_.group();
+  std::string local_reason;
+  std::int64_t status = kUsable;
+  try {
+    settings_ = read_symmetric_settings();
+    SymmetricCapabilities caps;
+    caps.nccl_version = api.version;
+    caps.has_window_api = api.has_windows();
+    caps.cumem_supported = settings_.requested && device_supports_cumem(owner_.device().index);
+    local_reason = symmetric_refusal(settings_, caps);
+    if (local_reason.empty()) {  // everything else is fine: can NCCL register a window here?
+      caps.window_probe = probe_window_registration(api, owner_.device(), settings_.window_flags);
+      local_reason = symmetric_refusal(settings_, caps);
+    }
+    if (!local_reason.empty()) status = kRefused;
+  } catch (const std::invalid_argument& e) {
+    local_reason = e.what();
+    status = kBadSettings;
+  }
+  const std::int64_t mine[kAgreementFields] = {
+      status, settings_.scratch_bytes, settings_.scratch_max_bytes, settings_.pool_bytes,
+      static_cast<std::int64_t>(settings_.all_reduce), settings_.window_flags};
+  std::vector<std::int64_t> all(static_cast<std::size_t>(group.size()) * kAgreementFields);
+  group.all_gather(mine, all.data(), kAgreementFields, DType::Int64);
+
+  // Every rank throws for bad settings anywhere, so that no rank goes on alone.
+  for (int r = 0; r < group.size(); ++r) {
+    if (all[r * kAgreementFields] != kBadSettings) continue;
+    if (status == kBadSettings) {
+      GC_THROW(std::invalid_argument, owner_.name(), " symmetric memory: ", local_reason);
+    }
+    GC_THROW(std::invalid_argument, owner_.name(), " symmetric memory: rank ", r,
+             " of the group has an invalid symmetric-memory setting (see its error)");
+  }
+  disabled_reason_ = local_reason;
+  for (int r = 0; r < group.size() && disabled_reason_.empty(); ++r) {
+    const std::int64_t* theirs = &all[r * kAgreementFields];
+    if (theirs[0] != kUsable) {
+      disabled_reason_ = "rank " + std::to_string(r) + " of the group cannot use it (see its log)";
+    } else if (!std::equal(theirs + 1, theirs + kAgreementFields, mine + 1)) {
+      disabled_reason_ = "rank " + std::to_string(r) +
+                         " has different GROUPCOORD_SYMM_* settings; they must match on every rank";
+    }
+  }
+  enabled_ = disabled_reason_.empty();
+  if (enabled_) {
+    GC_LOG(Info, owner_.name(), ": NCCL symmetric memory on (", window_flags_name(settings_.window_flags),
+           " windows, scratch ",
+           settings_.scratch_bytes >> 20, " MiB, up to ", settings_.scratch_max_bytes >> 20,
+           " MiB; all_reduce routing: ", all_reduce_routing_name(settings_.all_reduce), ")");
+  } else if (settings_.requested) {
+    GC_LOG(Warn, owner_.name(), ": NCCL symmetric memory refused, using the regular path: ",
+           disabled_reason_);
+  }
+  pool_ = nullptr;  // created lazily by the first symmetric_empty (symmetric_pool.cc)
+}
+
+SymmetricMemory::~SymmetricMemory() {
+  if (scratch_event_ != nullptr) cudaEventDestroy(scratch_event_);
+}
+
+SymmetricMemoryStats SymmetricMemory::stats() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  SymmetricMemoryStats s;
+  s.enabled = enabled_;
+  s.disabled_reason = disabled_reason_;
+  s.window_kind = enabled_ ? window_flags_name(settings_.window_flags) : "";
+  s.windows_registered = windows_registered_;
+  s.symmetric_calls = symmetric_calls_;
+  s.fallbacks = fallbacks_;
+  s.zero_copy_calls = zero_copy_calls_;
+  s.scratch_bytes = scratch_bytes_;
+  s.pool_bytes = pool_bytes_;
+  return s;
+}
+
+void SymmetricMemory::count_symmetric_call(bool zero_copy) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  ++symmetric_calls_;
+  if (zero_copy) ++zero_copy_calls_;
+}
+
+// ---- windows -------------------------------------------------------------------------------
+
+void SymmetricMemory::register_allocation(const std::shared_ptr<SymmetricAllocation>& memory,
+                                          const char* op) {
+  GC_CHECK(memory != nullptr, owner_.name(), " ", op, ": no memory to register");
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (windows_.count(memory->data()) != 0) return;  // this communicator has it already
+  }
+  const ncclWindow_t handle =
+      owner_.register_window(memory->data(), memory->size(), settings_.window_flags, op);
+  std::lock_guard<std::mutex> lock(mutex_);
+  windows_.emplace(memory->data(), RegisteredWindow{memory, handle});
+  ++windows_registered_;
+}
+
+std::vector<RegisteredWindow> SymmetricMemory::take_windows() {
+  std::unique_lock<std::mutex> scratch_lock(scratch_mutex_);
+  std::lock_guard<std::mutex> lock(mutex_);
+  std::vector<RegisteredWindow> windows;
+  for (auto& entry : windows_) windows.push_back(std::move(entry.second));
+  windows_.clear();
+  enabled_ = false;
+  if (disabled_reason_.empty()) disabled_reason_ = "the communicator was destroyed";
+  scratch_ = nullptr;
+  retired_scratch_.clear();
+  return windows;
+}
+
+// ---- scratch -------------------------------------------------------------------------------
+
+void SymmetricMemory::Lease::finish(cudaStream_t stream) {
+  if (owner_ == nullptr || stream_is_capturing(stream)) return;  // replays are ordered by the caller
+  GC_CUDA_CHECK(cudaEventRecord(owner_->scratch_event_, stream), owner_->owner_.name(),
+                ": recording the end of a symmetric call");
+  owner_->scratch_stream_ = stream;
+  owner_->scratch_event_pending_ = true;
+}
+
+SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStream_t stream,
+                                                      const char* op) {
+  Lease lease;
+  if (!enabled_) return lease;
+  std::unique_lock<std::mutex> lock(scratch_mutex_);
+  const bool capturing = stream_is_capturing(stream);
+  const std::size_t current = scratch_ ? scratch_->size() : 0;
+  const auto wanted = scratch_size_for(current, bytes, settings_.scratch_bytes,
+                                       settings_.scratch_max_bytes);
+  const bool fits = wanted.has_value() && *wanted == current && current > 0;
+  if (!fits && (capturing || !wanted.has_value())) {
+    std::lock_guard<std::mutex> counters(mutex_);
+    ++fallbacks_;
+    GC_LOG(Debug, owner_.name(), " ", op, ": ", bytes, " bytes of scratch ",
+           capturing ? "not available during graph capture" : "above the limit",
+           "; regular path");
+    return lease;
+  }
+  if (!fits) grow_scratch_locked(*wanted, op);
+  // A call on another stream must not overwrite the scratch before the last one is done with it.
+  if (!capturing && scratch_event_pending_ && scratch_stream_ != stream) {
+    GC_CUDA_CHECK(cudaStreamWaitEvent(stream, scratch_event_, 0), owner_.name(), " ", op,
+                  ": ordering the scratch after the previous call");
+  }
+  lease.lock_ = std::move(lock);
+  lease.owner_ = this;
+  lease.base_ = static_cast<char*>(scratch_->data());
+  return lease;
+}
+
+void SymmetricMemory::reserve_scratch(std::size_t bytes) {
+  const char* op = "reserve_symmetric_scratch";
+  GC_CHECK(enabled_, owner_.name(), " ", op, ": symmetric memory is off (", disabled_reason_, ")");
+  std::unique_lock<std::mutex> lock(scratch_mutex_);
+  const std::size_t current = scratch_ ? scratch_->size() : 0;
+  const auto wanted =
+      scratch_size_for(current, bytes, settings_.scratch_bytes, settings_.scratch_max_bytes);
+  GC_CHECK(wanted.has_value(), owner_.name(), " ", op, ": ", bytes,
+           " bytes exceed GROUPCOORD_SYMM_SCRATCH_MAX_BYTES=", settings_.scratch_max_bytes);
+  if (*wanted == current && current > 0) return;
+  GC_CHECK(!stream_is_capturing(current_cuda_stream(owner_.device())), owner_.name(), " ", op,
+           ": cannot register a window during CUDA graph capture");
+  grow_scratch_locked(*wanted, op);
+}
+
+void SymmetricMemory::grow_scratch_locked(std::size_t bytes, const char* op) {
+  DeviceGuard guard(owner_.device());
+  if (scratch_event_ == nullptr) {
+    GC_CUDA_CHECK(cudaEventCreateWithFlags(&scratch_event_, cudaEventDisableTiming),
+                  owner_.name(), " ", op, ": creating the scratch event");
+  }
+  auto memory = SymmetricAllocation::allocate(*api_, owner_.device(), bytes,
+                                              owner_.name() + " " + op + " scratch");
+  register_allocation(memory, op);
+  // Graphs captured earlier may still point at the old scratch: keep it until destroy.
+  if (scratch_) retired_scratch_.push_back(std::move(scratch_));
+  scratch_ = std::move(memory);
+  std::lock_guard<std::mutex> counters(mutex_);
+  scratch_bytes_ = static_cast<std::int64_t>(bytes);
+  GC_LOG(Debug, owner_.name(), ": symmetric scratch is now ", bytes, " bytes");
+}
+
+}  // namespace cuda
+}  // namespace groupcoord
