@@ -163,8 +163,13 @@ class GroupCoordinator {
   // ---- shared-memory message queues (vLLM's shm_broadcast) ----------------------------------
   /// Collective over the group: a MessageQueue (6 chunks of 4 MiB, as vLLM) written by group rank
   /// `writer_rank` and read by every other rank (same node only; see message_queue.h).
-  /// vLLM's external_writer_handle is not supported.
   std::shared_ptr<MessageQueue> create_mq_broadcaster(int writer_rank = 0, bool blocking = true);
+  /// vLLM's create_mq_broadcaster(writer_rank, external_writer_handle, blocking): with a handle
+  /// (exported by a writer outside the group, see MessageQueue::export_handle), every rank of the
+  /// group attaches as a reader (MessageQueue::create_from_process_group with a handle).
+  std::shared_ptr<MessageQueue> create_mq_broadcaster(
+      int writer_rank, const std::optional<MessageQueue::Handle>& external_writer_handle,
+      bool blocking = true);
   /// Collective over the group: every rank but `reader_rank_in_group` writes its own queue read by
   /// that rank. The reader gets one queue per writer (group-rank order), a writer its own.
   std::vector<std::shared_ptr<MessageQueue>> create_single_reader_mq_broadcasters(

@@ -13,13 +13,19 @@ namespace groupcoord {
 
 std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(int writer_rank,
                                                                       bool blocking) {
+  return create_mq_broadcaster(writer_rank, std::nullopt, blocking);
+}
+
+std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(
+    int writer_rank, const std::optional<MessageQueue::Handle>& external_writer_handle,
+    bool blocking) {
   Impl& s = *impl_;
   s.check_alive("create_mq_broadcaster");
   GC_CHECK(writer_rank >= 0 && writer_rank < s.world_size, s.label("create_mq_broadcaster"),
            ": writer_rank ", writer_rank, " is out of range for a group of ", s.world_size);
   return MessageQueue::create_from_process_group(s.cpu_group, coordinator_detail::kMqChunkBytes,
                                                  coordinator_detail::kMqChunks, writer_rank,
-                                                 blocking);
+                                                 external_writer_handle, blocking);
 }
 
 std::vector<std::shared_ptr<MessageQueue>> GroupCoordinator::create_single_reader_mq_broadcasters(

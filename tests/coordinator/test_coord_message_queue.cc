@@ -2,6 +2,9 @@
 // broadcast_object, create_mq_broadcaster and create_single_reader_mq_broadcasters.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include <string>
 
 #include "coord_env.h"
@@ -42,6 +45,34 @@ TEST_F(CoordinatorMessageQueue, MqBroadcasterFromTheLastRank) {
     if (coord.rank_in_group() == writer) obj = message(writer, k);
     EXPECT_EQ(queue->broadcast_object(obj), message(writer, k));
   }
+  coord.barrier();
+}
+
+// vLLM's external_writer_handle: a writer that belongs to no group (here a queue made on rank 0,
+// written from a thread, as another process would) hands its handle to the writer rank; every
+// rank of the group, the writer rank included, becomes a reader.
+TEST_F(CoordinatorMessageQueue, MqBroadcasterFromAnExternalWriter) {
+  GroupCoordinator& coord = world_coord();
+  const int n = coord.world_size();
+  std::unique_ptr<MessageQueue> external;
+  std::optional<MessageQueue::Handle> handle;
+  if (coord.rank_in_group() == 0) {
+    external = MessageQueue::create(n, 1024, 4, {}, std::chrono::seconds(30));
+    handle = external->export_handle();
+  }
+  std::thread writer;
+  if (external) {
+    writer = std::thread([&] {
+      external->wait_until_ready();
+      for (int k = 0; k < 20; ++k) external->enqueue(message(99, k));
+    });
+  }
+  std::shared_ptr<MessageQueue> queue = coord.create_mq_broadcaster(0, handle, /*blocking=*/true);
+  ASSERT_NE(queue, nullptr);
+  EXPECT_TRUE(queue->is_reader());
+  EXPECT_EQ(queue->num_readers(), n);
+  for (int k = 0; k < 20; ++k) EXPECT_EQ(queue->dequeue(), message(99, k));
+  if (writer.joinable()) writer.join();
   coord.barrier();
 }
 
