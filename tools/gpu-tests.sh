@@ -120,6 +120,16 @@ run_step np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}"
 run_step coord-np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COORD"
 
+# On a host with one GPU per rank NCCL can pick its symmetric kernels: the same suite with
+# NCCL's tuning log, and the kernel names it chose, into the summary (issue: multi-GPU run).
+GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+if [ "$GPUS" -ge 2 ]; then
+  run_step symm-tuning-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" -x NCCL_DEBUG=INFO \
+    -x NCCL_DEBUG_SUBSYS=TUNING "$SYMM"
+  grep -hoE '(AllGather|ReduceScatter|AllReduce)[^\n]{0,80}(Symmetric|\[Sym[^]]*\])[^\n]{0,60}' \
+    "$LOGS/symm-tuning-np2.log" | sort | uniq -c | head -20 >>"$SUMMARY"
+fi
+
 # ---- compute-sanitizer ---------------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then
   # Memory errors only: NCCL probes kernel images for other architectures at init and handles the

@@ -43,18 +43,27 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
              " bytes but this rank one of ", mine, "; every rank must register the same size");
   }
   DeviceGuard guard(device_);
-  // NCCL fills the window in from its own thread, possibly after the call returned; if that never
-  // happens in time the slot must still be valid when it does, so it lives on the heap.
+  // NCCL registers from its own thread and fills the window in there, possibly after the call
+  // returned; the slot lives on the heap so that it stays valid for that write even when we give
+  // up waiting (it is then leaked).
   auto* slot = new ncclWindow_t(nullptr);
   ncclResult_t result = ncclSuccess;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     throw_if_unusable_locked(op);
     result = api_->CommWindowRegister(comm_, data, bytes, slot, flags);
+    if (result != ncclSuccess && result != ncclInProgress) {
+      GC_THROW(DistributedError, name_, " ", op, ": ncclCommWindowRegister refused ", bytes,
+               " bytes: ", nccl_result_text(result), last_error_locked());
+    }
   }
-  settle(op, result);
+  // Done means: the window is filled in AND, after that, the communicator is no longer
+  // ncclInProgress. The order matters: right after the call ncclCommGetAsyncError may still
+  // report the previous ncclSuccess before NCCL's thread has marked the registration in progress
+  // (seen on the H200 host: the next collective then failed with "Attempt to use communicator
+  // before the previous operation returned ncclSuccess").
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (int round = 0; *static_cast<volatile ncclWindow_t*>(slot) == nullptr; ++round) {
+  for (int round = 0;; ++round) {
     {
       std::lock_guard<std::mutex> lock(mutex_);
       throw_if_unusable_locked(op);
@@ -65,22 +74,20 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
                                 nccl_result_text(state) + last_error_locked());
         throw_broken(op);
       }
-      if (state == ncclSuccess && round > 0 && std::chrono::steady_clock::now() >= deadline) {
-        delete slot;  // NCCL is done with it and registered nothing
-        GC_THROW(DistributedError, name_, " ", op, ": NCCL registered no window for ", bytes,
-                 " bytes (window registration is unsupported for this communicator)");
+      const ncclWindow_t window = *static_cast<volatile ncclWindow_t*>(slot);
+      if (window != nullptr && state == ncclSuccess) {
+        delete slot;
+        return window;
       }
       if (std::chrono::steady_clock::now() >= deadline) {
-        break_locked(true, std::string(op) + ": ncclCommWindowRegister did not complete within " +
-                               std::to_string(timeout_.count()) + " ms");
-        throw_broken(op);  // the slot is leaked: NCCL may still write it
+        break_locked(true, std::string(op) + ": ncclCommWindowRegister of " +
+                               std::to_string(bytes) + " bytes did not complete (or registered " +
+                               "nothing) within " + std::to_string(timeout_.count()) + " ms");
+        throw_broken(op);
       }
     }
     poll_pause(round);
   }
-  const ncclWindow_t window = *slot;
-  delete slot;
-  return window;
 }
 
 bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {

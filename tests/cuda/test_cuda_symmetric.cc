@@ -347,7 +347,9 @@ TEST_F(CudaSymmetric, SymmetricEmptyIsZeroCopyAndReused) {
   // A strided view of a pool tensor is not zero-copy, but still correct.
   fill(again, 0);
   const SymmetricMemoryStats pre = c->symmetric_memory_stats();
-  host_values(c->all_reduce(again.reshape({n, kCount}).movedim(0, 1)));
+  const Tensor view = again.reshape({2, kCount * n / 2}).movedim(0, 1);  // strides (1, k n / 2)
+  ASSERT_FALSE(view.is_contiguous());
+  host_values(c->all_reduce(view));
   EXPECT_EQ(c->symmetric_memory_stats().zero_copy_calls, pre.zero_copy_calls);
   if (n > 1) {
     expect_invalid([&] { c->symmetric_empty({100 + r}, DType::Float32); },
