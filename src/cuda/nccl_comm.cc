@@ -216,13 +216,19 @@ void NcclComm::destroy() {
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
 
-  // Symmetric windows go first, once nothing in flight can still touch them.
-  const bool operations_done = drain_in_flight(std::min(timeout_, kFinalizeLimit));
+  // Symmetric windows go first, once nothing in flight (NCCL calls, and the copies out of the
+  // scratch that follow them) can still touch them. Their memory is freed only after the
+  // communicator is gone, when `windows` goes out of scope.
+  const auto limit = std::min(timeout_, kFinalizeLimit);
+  const bool operations_done =
+      drain_in_flight(limit) && (!symmetric_ || symmetric_->wait_idle(limit));
+  std::vector<RegisteredWindow> windows;
+  if (symmetric_) windows = symmetric_->take_windows();  // before mutex_: leases lock the other way
   bool clean = false;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     cudaSetDevice(device_.index);  // NCCL frees device memory of this device
-    release_windows_locked(std::min(timeout_, kFinalizeLimit), operations_done);
+    release_windows_locked(windows, limit, operations_done);
     if (comm_ != nullptr) {
       clean = finalize_locked(std::min(timeout_, kFinalizeLimit));
       if (clean) {

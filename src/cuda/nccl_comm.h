@@ -85,7 +85,13 @@ class NcclComm {
   /// std::invalid_argument on every rank otherwise), then NCCL's call is settled within the
   /// timeout. DistributedError when NCCL registers nothing (it refuses windows for this
   /// communicator) or fails. Not during CUDA graph capture.
-  ncclWindow_t register_window(void* data, std::size_t bytes, int flags, const char* op);
+  /// `ready` false (this rank could not allocate the memory) makes every rank throw after the
+  /// meeting, so that no rank enters NCCL's registration alone.
+  ncclWindow_t register_window(void* data, std::size_t bytes, int flags, const char* op,
+                               bool ready = true);
+  /// Drops the in-flight entries whose work has completed (releasing their keepalive tensors)
+  /// now, rather than at the watchdog's next round.
+  void release_completed();
 
   /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
   /// the operation completes. Throws when the communicator is broken or destroyed, when NCCL
@@ -169,9 +175,11 @@ class NcclComm {
   // ---- symmetric windows (nccl_comm_windows.cc) ----
   /// Waits up to `limit` for every in-flight operation to complete; false when some did not.
   bool drain_in_flight(std::chrono::milliseconds limit);
-  /// Teardown: deregisters every window of symmetric_ (bounded), before the communicator goes.
-  /// Windows that cannot be deregistered safely are leaked with their memory (logged).
-  void release_windows_locked(std::chrono::milliseconds limit, bool operations_done);
+  /// Teardown: deregisters `windows` (bounded, newest first), before the communicator goes. Windows
+  /// that cannot be deregistered safely are leaked with their memory (logged); the others' memory
+  /// stays with the caller until the communicator is destroyed.
+  void release_windows_locked(std::vector<RegisteredWindow>& windows,
+                              std::chrono::milliseconds limit, bool operations_done);
 
   const NcclApi* api_;
   std::shared_ptr<ProcessGroup> group_;

@@ -29,18 +29,31 @@ void keep_windows_forever(std::vector<RegisteredWindow> windows) {
 
 }  // namespace
 
-ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
-                                       const char* op) {
+ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags, const char* op,
+                                       bool ready) {
   GC_CHECK(api_->CommWindowRegister != nullptr, name_, " ", op,
            ": the loaded NCCL has no ncclCommWindowRegister");
   // ncclCommWindowRegister waits for every rank without a deadline of its own: meet over the
-  // CPU group first (which has one), and make sure every rank registers the same size.
-  const std::int64_t mine = static_cast<std::int64_t>(bytes);
-  std::vector<std::int64_t> all(size_);
-  group_->all_gather(&mine, all.data(), 1, DType::Int64);
+  // CPU group first (which has one), check that every rank registers the same size, and that
+  // every rank is able to (its memory allocated, the communicator usable).
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (destroyed_.load() || broken_ || comm_ == nullptr) ready = false;
+  }
+  const std::int64_t mine[2] = {static_cast<std::int64_t>(bytes), ready ? 1 : 0};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size_));
+  group_->all_gather(mine, all.data(), 2, DType::Int64);
   for (int r = 0; r < size_; ++r) {
-    GC_CHECK(all[r] == mine, name_, " ", op, ": rank ", r, " registers a window of ", all[r],
-             " bytes but this rank one of ", mine, "; every rank must register the same size");
+    if (all[2 * r + 1] == 0) {
+      check_usable(op);  // this rank's own reason, when it is the one
+      GC_THROW(DistributedError, name_, " ", op, ": rank ", r,
+               " of the group cannot register the window (see its error); nobody does");
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    GC_CHECK(all[2 * r] == mine[0], name_, " ", op, ": rank ", r, " registers a window of ",
+             all[2 * r], " bytes but this rank one of ", mine[0],
+             "; every rank must register the same size");
   }
   DeviceGuard guard(device_);
   // NCCL registers from its own thread and fills the window in there, possibly after the call
@@ -53,6 +66,7 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
     throw_if_unusable_locked(op);
     result = api_->CommWindowRegister(comm_, data, bytes, slot, flags);
     if (result != ncclSuccess && result != ncclInProgress) {
+      delete slot;  // the call was refused before NCCL took the slot
       GC_THROW(DistributedError, name_, " ", op, ": ncclCommWindowRegister refused ", bytes,
                " bytes: ", nccl_result_text(result), last_error_locked());
     }
@@ -110,14 +124,14 @@ bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
   }
 }
 
-void NcclComm::release_windows_locked(std::chrono::milliseconds limit, bool operations_done) {
-  if (!symmetric_) return;
-  std::vector<RegisteredWindow> windows = symmetric_->take_windows();
+void NcclComm::release_windows_locked(std::vector<RegisteredWindow>& windows,
+                                      std::chrono::milliseconds limit, bool operations_done) {
   if (windows.empty()) return;
   if (comm_ == nullptr || !operations_done) {
     GC_LOG(Warn, name_, ": ", windows.size(), " symmetric window(s) kept with their memory: ",
            comm_ == nullptr ? "the communicator was aborted" : "operations were still running");
     keep_windows_forever(std::move(windows));
+    windows.clear();
     return;
   }
   for (RegisteredWindow& window : windows) {
@@ -131,9 +145,28 @@ void NcclComm::release_windows_locked(std::chrono::milliseconds limit, bool oper
     if (state != ncclSuccess) {
       GC_LOG(Warn, name_, ": deregistering a symmetric window failed (",
              nccl_result_text(state), "); its memory is kept");
-      keep_windows_forever({std::move(window)});
+      std::vector<RegisteredWindow> kept;
+      kept.push_back(std::move(window));
+      keep_windows_forever(std::move(kept));
     }
   }
+}
+
+void NcclComm::release_completed() {
+  std::vector<Tensor> finished;  // released outside the lock (freeing may call into CUDA)
+  {
+    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (cudaEventQuery(it->event) != cudaSuccess) {
+        ++it;
+        continue;
+      }
+      event_pool_.push_back(it->event);
+      finished.push_back(std::move(it->keepalive));
+      it = in_flight_.erase(it);
+    }
+  }
+  (void)cudaGetLastError();
 }
 
 }  // namespace cuda

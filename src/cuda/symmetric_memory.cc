@@ -3,6 +3,7 @@
 #include "cuda/symmetric_memory.h"
 
 #include <algorithm>
+#include <thread>
 
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
@@ -82,7 +83,7 @@ void SymmetricMemory::agree(const NcclApi& api) {
     }
   }
   enabled_ = disabled_reason_.empty();
-  if (enabled_) {
+  if (enabled_.load()) {
     GC_LOG(Info, owner_.name(), ": NCCL symmetric memory on (", window_flags_name(settings_.window_flags),
            " windows, scratch ",
            settings_.scratch_bytes >> 20, " MiB, up to ", settings_.scratch_max_bytes >> 20,
@@ -101,9 +102,9 @@ SymmetricMemory::~SymmetricMemory() {
 SymmetricMemoryStats SymmetricMemory::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
   SymmetricMemoryStats s;
-  s.enabled = enabled_;
+  s.enabled = enabled_.load();
   s.disabled_reason = disabled_reason_;
-  s.window_kind = enabled_ ? window_flags_name(settings_.window_flags) : "";
+  s.window_kind = s.enabled ? window_flags_name(settings_.window_flags) : "";
   s.windows_registered = windows_registered_;
   s.symmetric_calls = symmetric_calls_;
   s.fallbacks = fallbacks_;
@@ -131,8 +132,37 @@ void SymmetricMemory::register_allocation(const std::shared_ptr<SymmetricAllocat
   const ncclWindow_t handle =
       owner_.register_window(memory->data(), memory->size(), settings_.window_flags, op);
   std::lock_guard<std::mutex> lock(mutex_);
-  windows_.emplace(memory->data(), RegisteredWindow{memory, handle});
+  windows_.emplace(memory->data(), RegisteredWindow{memory, handle, next_sequence_++});
   ++windows_registered_;
+}
+
+std::shared_ptr<SymmetricAllocation> SymmetricMemory::allocate_window(std::size_t bytes,
+                                                                      const char* op,
+                                                                      const char* what) {
+  std::shared_ptr<SymmetricAllocation> memory;
+  try {
+    memory = SymmetricAllocation::allocate(*api_, owner_.device(), bytes,
+                                           owner_.name() + " " + op + " " + what);
+  } catch (const std::exception& e) {
+    GC_LOG(Error, e.what());
+    // Meet the others anyway (they are about to register): everybody throws together.
+    owner_.register_window(nullptr, bytes, settings_.window_flags, op, /*ready=*/false);
+    throw;  // not reached: register_window throws when a rank is not ready
+  }
+  register_allocation(memory, op);
+  return memory;
+}
+
+bool SymmetricMemory::wait_idle(std::chrono::milliseconds limit) {
+  std::lock_guard<std::mutex> lock(scratch_mutex_);
+  if (!scratch_event_pending_) return true;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (cudaEventQuery(scratch_event_) == cudaErrorNotReady) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  (void)cudaGetLastError();
+  return true;
 }
 
 std::vector<RegisteredWindow> SymmetricMemory::take_windows() {
@@ -141,6 +171,10 @@ std::vector<RegisteredWindow> SymmetricMemory::take_windows() {
   std::vector<RegisteredWindow> windows;
   for (auto& entry : windows_) windows.push_back(std::move(entry.second));
   windows_.clear();
+  // Newest first, the same order on every rank (registration order is collective).
+  std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) {
+    return a.sequence > b.sequence;
+  });
   enabled_ = false;
   if (disabled_reason_.empty()) disabled_reason_ = "the communicator was destroyed";
   scratch_ = nullptr;
@@ -150,7 +184,27 @@ std::vector<RegisteredWindow> SymmetricMemory::take_windows() {
 
 // ---- scratch -------------------------------------------------------------------------------
 
+SymmetricMemory::Lease::Lease(Lease&& other) noexcept
+    : lock_(std::move(other.lock_)),
+      owner_(other.owner_),
+      base_(other.base_),
+      stream_(other.stream_),
+      finished_(other.finished_) {
+  other.owner_ = nullptr;
+  other.base_ = nullptr;
+}
+
+SymmetricMemory::Lease::~Lease() {
+  if (owner_ == nullptr || finished_) return;
+  try {
+    finish(stream_);
+  } catch (const std::exception& e) {
+    GC_LOG(Warn, "symmetric scratch: ", e.what());
+  }
+}
+
 void SymmetricMemory::Lease::finish(cudaStream_t stream) {
+  finished_ = true;
   if (owner_ == nullptr || stream_is_capturing(stream)) return;  // replays are ordered by the caller
   GC_CUDA_CHECK(cudaEventRecord(owner_->scratch_event_, stream), owner_->owner_.name(),
                 ": recording the end of a symmetric call");
@@ -161,7 +215,7 @@ void SymmetricMemory::Lease::finish(cudaStream_t stream) {
 SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStream_t stream,
                                                       const char* op) {
   Lease lease;
-  if (!enabled_) return lease;
+  if (!enabled_.load()) return lease;
   std::unique_lock<std::mutex> lock(scratch_mutex_);
   const bool capturing = stream_is_capturing(stream);
   const std::size_t current = scratch_ ? scratch_->size() : 0;
@@ -184,13 +238,16 @@ SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStr
   }
   lease.lock_ = std::move(lock);
   lease.owner_ = this;
+  lease.stream_ = stream;
   lease.base_ = static_cast<char*>(scratch_->data());
   return lease;
 }
 
 void SymmetricMemory::reserve_scratch(std::size_t bytes) {
   const char* op = "reserve_symmetric_scratch";
-  GC_CHECK(enabled_, owner_.name(), " ", op, ": symmetric memory is off (", disabled_reason_, ")");
+  bytes = std::max<std::size_t>(bytes, 1);
+  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (",
+           disabled_reason_, ")");
   std::unique_lock<std::mutex> lock(scratch_mutex_);
   const std::size_t current = scratch_ ? scratch_->size() : 0;
   const auto wanted =
@@ -209,9 +266,7 @@ void SymmetricMemory::grow_scratch_locked(std::size_t bytes, const char* op) {
     GC_CUDA_CHECK(cudaEventCreateWithFlags(&scratch_event_, cudaEventDisableTiming),
                   owner_.name(), " ", op, ": creating the scratch event");
   }
-  auto memory = SymmetricAllocation::allocate(*api_, owner_.device(), bytes,
-                                              owner_.name() + " " + op + " scratch");
-  register_allocation(memory, op);
+  auto memory = allocate_window(bytes, op, "scratch");
   // Graphs captured earlier may still point at the old scratch: keep it until destroy.
   if (scratch_) retired_scratch_.push_back(std::move(scratch_));
   scratch_ = std::move(memory);

@@ -24,6 +24,8 @@
 
 #include <cuda_runtime_api.h>
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -46,6 +48,7 @@ class NcclComm;
 struct RegisteredWindow {
   std::shared_ptr<SymmetricAllocation> memory;
   ncclWindow_t handle = nullptr;
+  std::int64_t sequence = 0;  ///< registration order (equal on every rank)
 };
 
 /// See the file comment. Owned by an NcclComm; every method except stats() and in_window() is
@@ -61,12 +64,18 @@ class SymmetricMemory {
     char* data() const { return base_; }
     /// Records that the call's last use of the scratch is enqueued on `stream`.
     void finish(cudaStream_t stream);
+    /// Calls finish() unless it ran: work may have been enqueued before an exception.
+    ~Lease();
+    Lease(Lease&& other) noexcept;
+    Lease& operator=(Lease&&) = delete;
 
    private:
     friend class SymmetricMemory;
     std::unique_lock<std::mutex> lock_;
     SymmetricMemory* owner_ = nullptr;
     char* base_ = nullptr;
+    cudaStream_t stream_ = nullptr;
+    bool finished_ = false;
   };
 
   /// Collective over `owner`'s group: reads the settings and capabilities of every rank and
@@ -77,7 +86,7 @@ class SymmetricMemory {
   SymmetricMemory(const SymmetricMemory&) = delete;
   SymmetricMemory& operator=(const SymmetricMemory&) = delete;
 
-  bool enabled() const { return enabled_; }
+  bool enabled() const { return enabled_.load(); }
   AllReduceRouting all_reduce_routing() const { return settings_.all_reduce; }
   SymmetricMemoryStats stats() const;
 
@@ -101,10 +110,16 @@ class SymmetricMemory {
   /// Collective and idempotent per allocation: registers `memory` as a symmetric window of this
   /// communicator unless it already is (the count in stats() grows only for a new registration).
   void register_allocation(const std::shared_ptr<SymmetricAllocation>& memory, const char* op);
+  /// Collective: ncclMemAlloc of `bytes` and its registration. A rank whose allocation fails
+  /// still meets the others, and then every rank throws (nobody registers alone).
+  std::shared_ptr<SymmetricAllocation> allocate_window(std::size_t bytes, const char* op,
+                                                       const char* what);
 
-  /// Teardown: every window of this communicator, leaving none behind. Later calls see the path
-  /// as off.
+  /// Teardown: every window of this communicator, newest first, leaving none behind. Later calls
+  /// see the path as off.
   std::vector<RegisteredWindow> take_windows();
+  /// Waits up to `limit` for the last use of the scratch (the copy out of it) to complete.
+  bool wait_idle(std::chrono::milliseconds limit);
 
  private:
   struct PoolState;
@@ -119,13 +134,14 @@ class SymmetricMemory {
   NcclComm& owner_;
   const NcclApi* api_;
   SymmetricSettings settings_;
-  bool enabled_ = false;
+  std::atomic<bool> enabled_{false};
   std::string disabled_reason_;
 
   /// Guards the registry, the counters and the pool's bookkeeping.
   mutable std::mutex mutex_;
   std::map<const void*, RegisteredWindow> windows_;
   std::int64_t windows_registered_ = 0;
+  std::int64_t next_sequence_ = 0;
   std::int64_t symmetric_calls_ = 0;
   std::int64_t fallbacks_ = 0;
   std::int64_t zero_copy_calls_ = 0;

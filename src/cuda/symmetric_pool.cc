@@ -56,6 +56,9 @@ bool SymmetricMemory::in_pool(const void* ptr, std::size_t bytes) const {
 void SymmetricMemory::release_agreed_blocks(std::size_t bytes, const char* op) {
   ProcessGroup& group = owner_.group();
   const int size = group.size();
+  // Calls that finished hold pool tensors only until the watchdog's next round: let them go now,
+  // so that a tensor dropped after a synchronised call is given back before the snapshot.
+  owner_.release_completed();
   std::vector<std::int64_t> mine;
   {
     std::lock_guard<std::mutex> lock(pool_->mutex);
@@ -88,8 +91,8 @@ void SymmetricMemory::release_agreed_blocks(std::size_t bytes, const char* op) {
 
 Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
   const char* op = "symmetric_empty";
-  GC_CHECK(enabled_, owner_.name(), " ", op, ": symmetric memory is off (", disabled_reason_,
-           ")");
+  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (",
+           disabled_reason_, ")");
   const std::size_t bytes = byte_size(owner_.name() + " " + op, shape, dtype);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -111,9 +114,7 @@ Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
         std::max<std::size_t>(static_cast<std::size_t>(settings_.pool_bytes),
                               (bytes + kScratchGranularity - 1) / kScratchGranularity *
                                   kScratchGranularity);
-    auto memory = SymmetricAllocation::allocate(*api_, owner_.device(), window,
-                                                owner_.name() + " " + op + " pool");
-    register_allocation(memory, op);
+    auto memory = allocate_window(window, op, "pool");
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->segments.push_back(memory);
     pool_->allocator.add_segment(window);

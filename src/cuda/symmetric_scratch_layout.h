@@ -7,8 +7,9 @@
 //   reduce_scatter  [ input: world_size x output | output ]
 //   all_reduce      [ buffer ]                              in place
 //
-// With a zero-copy input (a symmetric_empty tensor) the input region is not needed: the call
-// reads the tensor where it is and only the output lands in the scratch.
+// With a zero-copy input (a symmetric_empty tensor) the input region is not used: the call reads
+// the tensor where it is. The size needed is the same either way, so that whether a rank's input
+// is zero-copy never changes the (collective) scratch growth.
 #pragma once
 
 #include <cstddef>
@@ -37,7 +38,7 @@ ScratchLayout reduce_scatter_layout(std::size_t output_bytes, int world_size, bo
 ScratchLayout all_reduce_layout(std::size_t bytes, bool zero_copy);
 
 /// The scratch size to use for a call that needs `needed` bytes when the scratch has `current`
-/// (0: none yet): `current` when it fits; else the larger of `initial`, `needed` and twice
+/// (0: none yet): `current` when there is one and it fits; else the larger of `initial`, `needed` and twice
 /// `current`, rounded up to kScratchGranularity and capped at `limit`; std::nullopt when `needed`
 /// exceeds `limit` (the call takes the regular path).
 std::optional<std::size_t> scratch_size_for(std::size_t current, std::size_t needed,

@@ -172,13 +172,14 @@ TEST(SymmetricScratch, LayoutsKeepRegionsApart) {
   EXPECT_EQ(rs.input_offset, 0u);
   EXPECT_EQ(rs.output_offset, 4096u);
   EXPECT_EQ(rs.bytes_needed, 5096u);
-  EXPECT_EQ(reduce_scatter_layout(1000, 4, true).bytes_needed, 1000u);
+  EXPECT_EQ(reduce_scatter_layout(1000, 4, true).bytes_needed, 5096u) << "same as without";
   EXPECT_EQ(all_reduce_layout(777, false).bytes_needed, 777u);
 }
 
 TEST(SymmetricScratch, GrowsGeometricallyUpToTheLimit) {
   constexpr std::size_t MiB = 1 << 20;
   EXPECT_EQ(scratch_size_for(0, 10, 64 * MiB, 1024 * MiB), 64 * MiB);     // first: initial
+  EXPECT_EQ(scratch_size_for(0, 0, 64 * MiB, 1024 * MiB), 64 * MiB);      // never 0 bytes
   EXPECT_EQ(scratch_size_for(64 * MiB, 64 * MiB, 64 * MiB, 1024 * MiB), 64 * MiB);  // fits
   EXPECT_EQ(scratch_size_for(64 * MiB, 65 * MiB, 64 * MiB, 1024 * MiB), 128 * MiB);
   EXPECT_EQ(scratch_size_for(64 * MiB, 300 * MiB + 1, 64 * MiB, 1024 * MiB), 302 * MiB);
