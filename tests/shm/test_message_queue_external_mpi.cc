@@ -4,7 +4,6 @@
 // thread of its own where that rank also reads); its handle travels as bytes through the test
 // store, as it would through a pipe between an engine and its workers. Messages are pure
 // functions of (stream, index) (message_reference.h): each reader checks its own copy.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -19,6 +18,7 @@
 #include "groupcoord/errors.h"
 #include "groupcoord/message_queue.h"
 #include "message_reference.h"
+#include "shm_leak_check.h"
 #include "multi_process_test.h"
 
 namespace groupcoord {
@@ -335,23 +335,7 @@ TEST_F(ExternalWriterTest, NameRemovalAndHandshakeInOneProcess) {
 }
 
 // Last: no test left a segment behind in /dev/shm (the names carry the writer's pid).
-TEST_F(ExternalWriterTest, NoSegmentLeftInDevShm) {
-  world()->barrier();
-  const int pid = static_cast<int>(::getpid());
-  std::vector<int> pids(world_size());
-  world()->all_gather(&pid, pids.data(), 1, DType::Int32);
-  DIR* dir = ::opendir("/dev/shm");
-  ASSERT_NE(dir, nullptr);
-  while (dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind("gcmq-", 0) != 0) continue;
-    for (int p : pids) {
-      EXPECT_EQ(name.find("-" + std::to_string(p) + "-"), std::string::npos)
-          << "leaked segment /dev/shm/" << name;
-    }
-  }
-  ::closedir(dir);
-}
+TEST_F(ExternalWriterTest, NoSegmentLeftInDevShm) { expect_no_queue_segments_left(world()); }
 
 }  // namespace
 }  // namespace testing

@@ -2,7 +2,6 @@
 // run by ctest under `mpirun -np N` (N = 1, 2, 4). Every rank runs every test; messages are
 // pure functions of (stream, index) (message_reference.h), so each reader checks what it got
 // against its own copy of what the writer sent.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <gtest/gtest.h>
@@ -17,6 +16,7 @@
 #include "groupcoord/errors.h"
 #include "groupcoord/message_queue.h"
 #include "message_reference.h"
+#include "shm_leak_check.h"
 #include "multi_process_test.h"
 
 namespace groupcoord {
@@ -403,23 +403,7 @@ TEST_F(MessageQueueTest, DequeueResumesAfterTimeoutMidMessage) {
 }
 
 // Last: no test left a segment behind in /dev/shm (the names carry the writer's pid).
-TEST_F(MessageQueueTest, NoSegmentLeftInDevShm) {
-  world()->barrier();
-  const int pid = static_cast<int>(::getpid());
-  std::vector<int> pids(world_size());
-  world()->all_gather(&pid, pids.data(), 1, DType::Int32);
-  DIR* dir = ::opendir("/dev/shm");
-  ASSERT_NE(dir, nullptr);
-  while (dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    if (name.rfind("gcmq-", 0) != 0) continue;
-    for (int p : pids) {
-      EXPECT_EQ(name.find("-" + std::to_string(p) + "-"), std::string::npos)
-          << "leaked segment /dev/shm/" << name;
-    }
-  }
-  ::closedir(dir);
-}
+TEST_F(MessageQueueTest, NoSegmentLeftInDevShm) { expect_no_queue_segments_left(world()); }
 
 }  // namespace
 }  // namespace testing
