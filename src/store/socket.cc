@@ -1,5 +1,6 @@
 // Deadline-bounded TCP helpers for the store (see socket.h).
 #include "store/socket.h"
+#include "store/resolver.h"
 
 #include <arpa/inet.h>
 #include <fcntl.h>
@@ -21,25 +22,6 @@
 namespace groupcoord {
 namespace store_internal {
 namespace {
-
-/// getaddrinfo results, freed on scope exit.
-using AddrInfoPtr = std::unique_ptr<addrinfo, decltype(&freeaddrinfo)>;
-
-/// Resolves host:port for a stream socket. Returns nullptr and fills `*error` on failure.
-AddrInfoPtr resolve(const std::string& host, int port, bool passive, std::string* error) {
-  addrinfo hints{};
-  hints.ai_family = AF_UNSPEC;
-  hints.ai_socktype = SOCK_STREAM;
-  hints.ai_flags = AI_NUMERICSERV | (passive ? AI_PASSIVE : 0);
-  addrinfo* result = nullptr;
-  const std::string service = std::to_string(port);
-  const int rc = getaddrinfo(host.c_str(), service.c_str(), &hints, &result);
-  if (rc != 0) {
-    *error = std::string("cannot resolve host: ") + gai_strerror(rc);
-    return AddrInfoPtr(nullptr, &freeaddrinfo);
-  }
-  return AddrInfoPtr(result, &freeaddrinfo);
-}
 
 /// A non-blocking, close-on-exec stream socket for `ai`, or an invalid fd (errno set).
 UniqueFd open_socket(const addrinfo* ai) {
@@ -143,7 +125,9 @@ void set_nodelay(int fd) {
 UniqueFd listen_tcp(const std::string& host, int port, int backlog) {
   const std::string where = format_endpoint(host, port);
   std::string error;
-  AddrInfoPtr addrs = resolve(host, port, /*passive=*/true, &error);
+  // Binding resolves a local address: bounded like everything else, generously.
+  AddrInfoPtr addrs =
+      resolve_before(host, port, /*passive=*/true, deadline_after(std::chrono::seconds(30)), &error);
   if (!addrs) GC_THROW(DistributedError, "store server: cannot listen on ", where, ": ", error);
   for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd = open_socket(ai);
@@ -182,7 +166,7 @@ std::string peer_name(int fd) {
 
 UniqueFd try_connect_tcp(const std::string& host, int port, TimePoint deadline,
                          std::string* error) {
-  AddrInfoPtr addrs = resolve(host, port, /*passive=*/false, error);
+  AddrInfoPtr addrs = resolve_before(host, port, /*passive=*/false, deadline, error);
   if (!addrs) return UniqueFd();
   for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd = open_socket(ai);
