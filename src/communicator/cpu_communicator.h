@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "communicator/dispatch_inputs.h"
 #include "communicator/in_flight_transfers.h"
 #include "communicator/naive_all2all.h"
 #include "communicator/op_label.h"
@@ -104,6 +105,8 @@ class CpuCommunicator final : public DeviceCommunicator {
   /// Sum across ranks, then rows [offset, offset + length) of the wrapped dim `dim`.
   Tensor sum_and_slice(ProcessGroup& group, const Tensor& input, int dim, std::int64_t offset,
                        std::int64_t length);
+  /// The naive all-to-all as the gather of the shared dispatch packing (dispatch_inputs.h).
+  comm::DispatchGather all2all_gather();
 
   std::string name_;
   std::shared_ptr<ProcessGroup> group_;

@@ -5,6 +5,7 @@
 #include <exception>
 #include <numeric>
 
+#include "communicator/dispatch_inputs.h"
 #include "communicator/sizes.h"
 #include "cuda/cuda_communicator.h"
 #include "groupcoord/check.h"
@@ -15,15 +16,6 @@ namespace {
 
 // Marks a rank whose inputs failed validation in the counts exchange.
 constexpr std::int64_t kInvalidCount = -1;
-
-// Appends extra_tensors and their names ("extra_tensors[i]").
-void append_extras(const std::vector<Tensor>& extras, std::vector<Tensor>& tensors,
-                   std::vector<std::string>& names) {
-  for (std::size_t i = 0; i < extras.size(); ++i) {
-    tensors.push_back(extras[i]);
-    names.push_back("extra_tensors[" + std::to_string(i) + "]");
-  }
-}
 
 }  // namespace
 
@@ -61,27 +53,26 @@ std::vector<Tensor> CudaCommunicator::dispatch_tensors(const char* op,
 DispatchRouterLogitsResult CudaCommunicator::dispatch_router_logits(
     const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel,
     const std::vector<Tensor>& extra_tensors) {
-  const char* op = "dispatch_router_logits";
-  nccl(op);  // throws after destroy()
+  nccl("dispatch_router_logits");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, router_logits, extra_tensors};
-  std::vector<Tensor> tensors{hidden_states, router_logits};
-  std::vector<std::string> names{"hidden_states", "router_logits"};
-  append_extras(extra_tensors, tensors, names);
-  std::vector<Tensor> out = dispatch_tensors(op, tensors, names);
-  return {out[0], out[1], std::vector<Tensor>(out.begin() + 2, out.end())};
+  return comm::dispatch_router_logits_via(gather_for_dispatch(), hidden_states, router_logits,
+                                          extra_tensors);
 }
 
 DispatchResult CudaCommunicator::dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
                                           const Tensor& topk_ids, bool is_sequence_parallel,
                                           const std::vector<Tensor>& extra_tensors) {
-  const char* op = "dispatch";
-  nccl(op);  // throws after destroy()
+  nccl("dispatch");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, topk_weights, topk_ids, extra_tensors};
-  std::vector<Tensor> tensors{hidden_states, topk_weights, topk_ids};
-  std::vector<std::string> names{"hidden_states", "topk_weights", "topk_ids"};
-  append_extras(extra_tensors, tensors, names);
-  std::vector<Tensor> out = dispatch_tensors(op, tensors, names);
-  return {out[0], out[1], out[2], std::vector<Tensor>(out.begin() + 3, out.end())};
+  return comm::dispatch_via(gather_for_dispatch(), hidden_states, topk_weights, topk_ids,
+                            extra_tensors);
+}
+
+comm::DispatchGather CudaCommunicator::gather_for_dispatch() {
+  return [this](const char* op, const std::vector<Tensor>& tensors,
+                const std::vector<std::string>& names) {
+    return dispatch_tensors(op, tensors, names);
+  };
 }
 
 Tensor CudaCommunicator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {
