@@ -76,21 +76,5 @@ DeviceCommunicatorContext CommunicatorTest::context(bool use_all2all) const {
   return context;
 }
 
-void expect_invalid_argument(const std::function<void()>& fn,
-                             const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected std::invalid_argument";
-  } catch (const std::invalid_argument& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "message lacks '" << part << "': " << message;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected std::invalid_argument, got: " << e.what();
-  }
-}
-
 }  // namespace testing
 }  // namespace groupcoord

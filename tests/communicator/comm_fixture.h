@@ -10,6 +10,7 @@
 
 #include "groupcoord/device_communicator.h"
 #include "multi_process_test.h"
+#include "test_support.h"
 
 namespace groupcoord {
 namespace testing {
@@ -44,11 +45,6 @@ class CommunicatorTest : public MultiProcessTest {
  private:
   std::unique_ptr<DeviceCommunicator> comm_;
 };
-
-/// Expects `fn` to throw std::invalid_argument whose message contains every one of `parts`
-/// (the group name, the op, the offending value).
-void expect_invalid_argument(const std::function<void()>& fn,
-                             const std::vector<std::string>& parts);
 
 }  // namespace testing
 }  // namespace groupcoord

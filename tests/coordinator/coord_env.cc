@@ -113,10 +113,5 @@ GroupCoordinator& columns_coord() { return require(shared().columns, "columns co
 
 int CoordinatorTest::local_rank() const { return world_info().local_rank; }
 
-void expect_invalid_argument(const std::function<void()>& fn,
-                             const std::vector<std::string>& parts) {
-  expect_error<std::invalid_argument>(fn, parts);
-}
-
 }  // namespace testing
 }  // namespace groupcoord

@@ -19,6 +19,7 @@
 
 #include "groupcoord/group_coordinator.h"
 #include "multi_process_test.h"
+#include "test_support.h"
 
 namespace groupcoord {
 namespace testing {
@@ -43,28 +44,6 @@ class CoordinatorTest : public MultiProcessTest {
  protected:
   int local_rank() const;
 };
-
-/// Expects `fn` to throw std::invalid_argument whose message contains each of `parts`.
-void expect_invalid_argument(const std::function<void()>& fn,
-                             const std::vector<std::string>& parts);
-
-/// Expects `fn` to throw an exception of type E whose message contains each of `parts`.
-template <typename E>
-void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    std::string wanted;
-    for (const auto& part : parts) wanted += " '" + part + "'";
-    ADD_FAILURE() << "expected an exception containing" << wanted;
-  } catch (const E& e) {
-    const std::string what = e.what();
-    for (const auto& part : parts) {
-      EXPECT_NE(what.find(part), std::string::npos) << "'" << part << "' not in: " << what;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "wrong exception type: " << e.what();
-  }
-}
 
 }  // namespace testing
 }  // namespace groupcoord

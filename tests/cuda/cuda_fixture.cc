@@ -104,20 +104,5 @@ std::unique_ptr<CudaCommunicator> CudaCommTest::make_communicator(
   return std::make_unique<CudaCommunicator>(context);
 }
 
-void expect_invalid(const std::function<void()>& fn, const std::vector<std::string>& parts) {
-  try {
-    fn();
-    ADD_FAILURE() << "expected std::invalid_argument, nothing was thrown";
-  } catch (const std::invalid_argument& e) {
-    const std::string message = e.what();
-    for (const std::string& part : parts) {
-      EXPECT_NE(message.find(part), std::string::npos)
-          << "message lacks '" << part << "': " << message;
-    }
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "expected std::invalid_argument, got: " << e.what();
-  }
-}
-
 }  // namespace testing
 }  // namespace groupcoord

@@ -16,6 +16,7 @@
 #include "cuda/cuda_communicator.h"
 #include "cuda_values.h"
 #include "multi_process_test.h"
+#include "test_support.h"
 
 namespace groupcoord {
 namespace testing {
@@ -41,9 +42,6 @@ class CudaCommTest : public MultiProcessTest {
   std::unique_ptr<CudaCommunicator> make_communicator(const std::string& name,
                                                       std::chrono::milliseconds timeout);
 };
-
-/// Expects `fn` to throw std::invalid_argument whose message contains every one of `parts`.
-void expect_invalid(const std::function<void()>& fn, const std::vector<std::string>& parts);
 
 }  // namespace testing
 }  // namespace groupcoord

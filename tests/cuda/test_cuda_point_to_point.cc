@@ -56,11 +56,11 @@ TEST_F(CudaPointToPoint, IsendIrecvWithWork) {
 
 TEST_F(CudaPointToPoint, BadPeersAndLayoutsAreInvalid) {
   const Tensor x = device_floats({4}, device(), [](std::int64_t) { return 0; });
-  expect_invalid([&] { comm().send(x, group_rank()); }, {kCudaGroupName, "send", "dst"});
-  expect_invalid([&] { comm().recv({4}, DType::Float32, group_size()); }, {"recv", "src"});
+  expect_invalid_argument([&] { comm().send(x, group_rank()); }, {kCudaGroupName, "send", "dst"});
+  expect_invalid_argument([&] { comm().recv({4}, DType::Float32, group_size()); }, {"recv", "src"});
   const Tensor strided = device_floats({4, 4}, device(), [](std::int64_t) { return 0; });
   if (group_size() > 1) {
-    expect_invalid([&] { comm().irecv(strided.movedim(0, 1), 1 - group_rank() % 2); },
+    expect_invalid_argument([&] { comm().irecv(strided.movedim(0, 1), 1 - group_rank() % 2); },
                    {"irecv", "contiguous"});
   }
 }

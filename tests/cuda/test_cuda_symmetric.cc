@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 
@@ -26,24 +27,18 @@ namespace {
 
 using Env = std::map<std::string, std::string>;
 
-// Sets `vars` for the scope (an empty value unsets), restoring the previous values afterwards.
-class ScopedEnv {
+// Sets `vars` for the scope (an empty value unsets), restoring them afterwards.
+class EnvScope {
  public:
-  explicit ScopedEnv(const Env& vars) {
+  explicit EnvScope(const Env& vars) {
     for (const auto& [name, value] : vars) {
-      const char* old = std::getenv(name.c_str());
-      saved_[name] = old ? std::optional<std::string>(old) : std::nullopt;
-      if (value.empty()) unsetenv(name.c_str()); else setenv(name.c_str(), value.c_str(), 1);
-    }
-  }
-  ~ScopedEnv() {
-    for (const auto& [name, value] : saved_) {
-      if (value) setenv(name.c_str(), value->c_str(), 1); else unsetenv(name.c_str());
+      guards_.push_back(std::make_unique<ScopedEnv>(
+          name, value.empty() ? std::nullopt : std::optional<std::string>(value)));
     }
   }
 
  private:
-  std::map<std::string, std::optional<std::string>> saved_;
+  std::vector<std::unique_ptr<ScopedEnv>> guards_;
 };
 
 // On, with all_reduce forced through the window (the table never routes below 4 ranks).
@@ -54,7 +49,7 @@ const Env kOff = {{"GROUPCOORD_USE_NCCL_SYMM_MEM", ""}};
 class CudaSymmetric : public CudaCommTest {
  protected:
   std::unique_ptr<CudaCommunicator> make(const std::string& name, const Env& env) {
-    ScopedEnv scoped(env);
+    EnvScope scoped(env);
     return make_communicator(name, std::chrono::seconds(60));
   }
   // Skips (on every rank alike) when the path is off for a reason outside the test's control.
@@ -352,7 +347,7 @@ TEST_F(CudaSymmetric, SymmetricEmptyIsZeroCopyAndReused) {
   host_values(c->all_reduce(view));
   EXPECT_EQ(c->symmetric_memory_stats().zero_copy_calls, pre.zero_copy_calls);
   if (n > 1) {
-    expect_invalid([&] { c->symmetric_empty({100 + r}, DType::Float32); },
+    expect_invalid_argument([&] { c->symmetric_empty({100 + r}, DType::Float32); },
                    {"symm-empty", "symmetric_empty", "same shape and dtype"});
   }
   again = Tensor();
@@ -394,7 +389,7 @@ TEST_F(CudaSymmetric, OffWhenNotRequestedOrBatchInvariant) {
   host_values(inv->all_gather(x, 0));
   EXPECT_EQ(inv->symmetric_memory_stats().symmetric_calls, 0);
   EXPECT_EQ(inv->symmetric_memory_stats().windows_registered, 0);
-  expect_invalid([&] { inv->symmetric_empty({4}, DType::Float32); },
+  expect_invalid_argument([&] { inv->symmetric_empty({4}, DType::Float32); },
                  {"symm-invariant", "symmetric_empty", "BATCH_INVARIANT"});
   off->destroy();
   inv->destroy();

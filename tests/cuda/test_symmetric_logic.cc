@@ -5,6 +5,7 @@
 
 #include <cstdlib>
 #include <stdexcept>
+#include <memory>
 #include <optional>
 #include <string>
 #include <utility>
@@ -15,6 +16,7 @@
 #include "cuda/symmetric_block_allocator.h"
 #include "cuda/symmetric_config.h"
 #include "cuda/symmetric_scratch_layout.h"
+#include "test_support.h"
 
 namespace groupcoord {
 namespace cuda {
@@ -31,17 +33,11 @@ class SymmetricSettingsTest : public ::testing::Test {
  protected:
   void SetUp() override {
     for (const char* name : kVariables) {
-      const char* value = std::getenv(name);
-      saved_.emplace_back(name, value ? std::optional<std::string>(value) : std::nullopt);
-      unsetenv(name);
+      cleared_.push_back(std::make_unique<groupcoord::testing::ScopedEnv>(name, std::nullopt));
     }
   }
-  void TearDown() override {
-    for (const auto& [name, value] : saved_) {
-      if (value) setenv(name.c_str(), value->c_str(), 1); else unsetenv(name.c_str());
-    }
-  }
-  std::vector<std::pair<std::string, std::optional<std::string>>> saved_;
+  void TearDown() override { cleared_.clear(); }
+  std::vector<std::unique_ptr<groupcoord::testing::ScopedEnv>> cleared_;
 };
 
 SymmetricCapabilities capable() {

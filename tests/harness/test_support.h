@@ -1,9 +1,13 @@
 // Helpers shared by every test binary.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <functional>
 #include <optional>
+#include <stdexcept>
 #include <string>
+#include <vector>
 
 namespace groupcoord {
 namespace testing {
@@ -39,6 +43,31 @@ class ScopedEnv {
 
 /// Removes a file or directory tree; missing paths are fine.
 void remove_tree(const std::string& path);
+
+/// Expects `fn` to throw an exception of type E whose message contains each of `parts` (the
+/// group name, the op, the offending value, ...).
+template <typename E>
+void expect_error(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  try {
+    fn();
+    std::string wanted;
+    for (const auto& part : parts) wanted += " '" + part + "'";
+    ADD_FAILURE() << "expected an exception containing" << wanted;
+  } catch (const E& e) {
+    const std::string what = e.what();
+    for (const auto& part : parts) {
+      EXPECT_NE(what.find(part), std::string::npos) << "'" << part << "' not in: " << what;
+    }
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "wrong exception type: " << e.what();
+  }
+}
+
+/// expect_error<std::invalid_argument>: bad input must name what was wrong.
+inline void expect_invalid_argument(const std::function<void()>& fn,
+                                    const std::vector<std::string>& parts) {
+  expect_error<std::invalid_argument>(fn, parts);
+}
 
 }  // namespace testing
 }  // namespace groupcoord
