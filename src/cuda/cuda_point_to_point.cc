@@ -4,6 +4,7 @@
 #include <cuda_runtime_api.h>
 
 #include "communicator/sizes.h"
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
 #include "cuda/device_guard.h"
@@ -18,9 +19,7 @@ namespace {
 
 // std::invalid_argument when `stream` is being captured: a Work's event could not be waited on.
 void check_not_capturing(const comm::OpLabel& where, cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), where);
-  GC_CHECK(status == cudaStreamCaptureStatusNone, where,
+  GC_CHECK(!cuda::stream_is_capturing(stream, where), where,
            ": cannot be captured in a CUDA graph (its Work would wait for an event that only a "
            "replay records); use send/recv inside a capture");
 }

@@ -6,6 +6,7 @@
 // agreed settings), never on local state, because NCCL chooses symmetric kernels per rank.
 #include <cuda_runtime_api.h>
 
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
 #include "cuda/device_guard.h"
@@ -17,12 +18,6 @@
 namespace groupcoord {
 
 namespace {
-
-bool is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "symmetric memory: capture status");
-  return status != cudaStreamCaptureStatusNone;
-}
 
 // Where the call reads its input: the tensor itself (zero-copy) or its copy in the scratch.
 const void* stage_input(const Tensor& input, char* slot, bool zero_copy, Device device) {
@@ -140,7 +135,9 @@ SymmetricMemoryStats CudaCommunicator::symmetric_memory_stats() const {
 Tensor CudaCommunicator::symmetric_empty(const Shape& shape, DType dtype) {
   cuda::NcclComm& nc = nccl("symmetric_empty");
   cuda::DeviceGuard guard(device_);
-  return nc.symmetric().empty(shape, dtype, is_capturing(current_cuda_stream(device_)));
+  const bool capturing =
+      cuda::stream_is_capturing(current_cuda_stream(device_), name_, " symmetric_empty");
+  return nc.symmetric().empty(shape, dtype, capturing);
 }
 
 void CudaCommunicator::reserve_symmetric_scratch(std::int64_t bytes) {

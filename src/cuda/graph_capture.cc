@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "groupcoord/logging.h"
@@ -71,10 +72,8 @@ GraphCaptureContext::~GraphCaptureContext() {
   guard_.reset();
   if (previous_ == stream_) return;
   try {
-    cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-    GC_CUDA_CHECK(cudaStreamIsCapturing(stream_, &status), "graph_capture: exit");
     // Waiting on a capturing stream would pull the previous stream into the capture.
-    if (status == cudaStreamCaptureStatusNone) {
+    if (!cuda::stream_is_capturing(stream_, "graph_capture: exit")) {
       stream_wait(previous_, stream_, device_, "graph_capture: ordering the previous stream");
     }
   } catch (const std::exception& e) {

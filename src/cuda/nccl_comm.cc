@@ -4,6 +4,7 @@
 
 #include <algorithm>
 
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "cuda/poll_pause.h"
@@ -116,9 +117,7 @@ cudaEvent_t NcclComm::take_event() {
 }
 
 void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), name_, " ", op);
-  if (status != cudaStreamCaptureStatusNone) return;  // a graph node: nothing runs yet
+  if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
   cudaEvent_t event = take_event();
   const cudaError_t recorded = cudaEventRecord(event, stream);
   if (recorded != cudaSuccess) {
@@ -171,9 +170,7 @@ void NcclComm::synchronize(cudaStream_t stream, const char* op) {
     throw_if_unusable_locked(op);
   }
   DeviceGuard guard(device_);
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), name_, " ", op);
-  GC_CHECK(status == cudaStreamCaptureStatusNone, name_, " ", op,
+  GC_CHECK(!stream_is_capturing(stream, name_, " ", op), name_, " ", op,
            ": cannot wait for a stream that is being captured into a CUDA graph");
   cudaEvent_t event = take_event();
   try {

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <thread>
 
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "cuda/nccl_comm.h"
@@ -22,12 +23,6 @@ namespace {
 // What each rank contributes to the agreement.
 enum AgreementStatus : std::int64_t { kUsable = 0, kRefused = 1, kBadSettings = 2 };
 constexpr int kAgreementFields = 6;
-
-bool stream_is_capturing(cudaStream_t stream) {
-  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), "symmetric memory: capture status");
-  return status != cudaStreamCaptureStatusNone;
-}
 
 }  // namespace
 
@@ -205,7 +200,8 @@ SymmetricMemory::Lease::~Lease() {
 
 void SymmetricMemory::Lease::finish(cudaStream_t stream) {
   finished_ = true;
-  if (owner_ == nullptr || stream_is_capturing(stream)) return;  // replays are ordered by the caller
+  // Replays are ordered by the caller: nothing to record during a capture.
+  if (owner_ == nullptr || stream_is_capturing(stream, "symmetric scratch")) return;
   GC_CUDA_CHECK(cudaEventRecord(owner_->scratch_event_, stream), owner_->owner_.name(),
                 ": recording the end of a symmetric call");
   owner_->scratch_stream_ = stream;
@@ -217,7 +213,7 @@ SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStr
   Lease lease;
   if (!enabled_.load()) return lease;
   std::unique_lock<std::mutex> lock(scratch_mutex_);
-  const bool capturing = stream_is_capturing(stream);
+  const bool capturing = stream_is_capturing(stream, owner_.name(), " ", op);
   const std::size_t current = scratch_ ? scratch_->size() : 0;
   const auto wanted = scratch_size_for(current, bytes, settings_.scratch_bytes,
                                        settings_.scratch_max_bytes);
@@ -255,7 +251,8 @@ void SymmetricMemory::reserve_scratch(std::size_t bytes) {
   GC_CHECK(wanted.has_value(), owner_.name(), " ", op, ": ", bytes,
            " bytes exceed GROUPCOORD_SYMM_SCRATCH_MAX_BYTES=", settings_.scratch_max_bytes);
   if (*wanted == current && current > 0) return;
-  GC_CHECK(!stream_is_capturing(current_cuda_stream(owner_.device())), owner_.name(), " ", op,
+  GC_CHECK(!stream_is_capturing(current_cuda_stream(owner_.device()), owner_.name(), " ", op),
+           owner_.name(), " ", op,
            ": cannot register a window during CUDA graph capture");
   grow_scratch_locked(*wanted, op);
 }
