@@ -122,19 +122,28 @@ std::vector<std::int64_t> coords_of(const Shape& shape, std::int64_t index) {
   return coords;
 }
 
+void upload(void* device_ptr, const void* host, std::size_t bytes, Device device) {
+  if (bytes == 0) return;
+  cudaStream_t stream = current_cuda_stream(device);
+  check_cuda(cudaMemcpyAsync(device_ptr, host, bytes, cudaMemcpyHostToDevice, stream), "upload");
+  check_cuda(cudaStreamSynchronize(stream), "upload: sync");
+}
+
+void fill_bytes(void* device_ptr, int byte, std::size_t bytes, Device device) {
+  if (bytes == 0) return;
+  cudaStream_t stream = current_cuda_stream(device);
+  check_cuda(cudaMemsetAsync(device_ptr, byte, bytes, stream), "fill_bytes");
+  check_cuda(cudaStreamSynchronize(stream), "fill_bytes: sync");
+}
+
 Tensor device_tensor(const Shape& shape, DType dtype, Device device,
                      const std::function<double(std::int64_t)>& value) {
   const std::int64_t n = count_of(shape);
   const std::size_t size = dtype_size(dtype);
   std::vector<unsigned char> host(static_cast<std::size_t>(n) * size);
   for (std::int64_t i = 0; i < n; ++i) encode_value(dtype, value(i), host.data() + i * size);
-  Tensor tensor = Tensor::empty(shape, dtype, device);
-  // The allocation is stream-ordered on the current stream; cudaMemcpy runs on another one.
-  check_cuda(cudaStreamSynchronize(current_cuda_stream(device)), "device_tensor: sync");
-  if (!host.empty()) {
-    check_cuda(cudaMemcpy(tensor.data_ptr(), host.data(), host.size(), cudaMemcpyHostToDevice),
-               "device_tensor: upload");
-  }
+  Tensor tensor = Tensor::empty(shape, dtype, device);  // stream-ordered on the current stream
+  upload(tensor.data_ptr(), host.data(), host.size(), device);
   return tensor;
 }
 

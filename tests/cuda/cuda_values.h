@@ -1,8 +1,14 @@
 // Host-side helpers of the CUDA tests: element values of every DType, and moving tensors between
-// host and device with the plain CUDA runtime (cudaMemcpy), so that checks do not depend on the
-// copy code under test.
+// host and device with the plain CUDA runtime, so that checks do not depend on the copy code
+// under test.
+//
+// Uploads go through the device's current stream and are waited for: a plain cudaMemcpy from
+// pageable memory may return before its DMA has landed, and it runs on the legacy default stream,
+// which our non-blocking streams do not wait for; the work a test queues next could then read
+// the old bytes (it did: the symmetric path's staging copy starts at once).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -17,6 +23,12 @@ namespace testing {
 void encode_value(DType dtype, double value, void* out);
 /// Reads one `dtype` element at `in` as a double (bool: 0 or 1).
 double decode_value(DType dtype, const void* in);
+
+/// Copies `bytes` from the host to `device_ptr` on `device`, complete on return and ordered before
+/// anything queued afterwards on any stream.
+void upload(void* device_ptr, const void* host, std::size_t bytes, Device device);
+/// Sets `bytes` at `device_ptr` to `byte`, complete on return (as upload).
+void fill_bytes(void* device_ptr, int byte, std::size_t bytes, Device device);
 
 /// A compact CUDA tensor on `device` whose row-major element i holds value(i).
 Tensor device_tensor(const Shape& shape, DType dtype, Device device,

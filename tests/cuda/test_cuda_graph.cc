@@ -35,9 +35,7 @@ TEST_F(CudaGraphCapture, AllReduceReplays) {
       // New input values each time: the graph reads x's memory when it runs.
       std::vector<float> host(kCount, static_cast<float>((r + 1) * replay));
       ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      ASSERT_EQ(
-          cudaMemcpy(x.data_ptr(), host.data(), kCount * sizeof(float), cudaMemcpyHostToDevice),
-          cudaSuccess);
+      upload(x.data_ptr(), host.data(), kCount * sizeof(float), device());
       ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
       const std::vector<double> got = host_values(out);
       const double expected = replay * n * (n + 1) / 2.0;

@@ -7,13 +7,17 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 
 #include "cuda/symmetric_allocation.h"
 #include "cuda_fixture.h"
@@ -163,6 +167,203 @@ TEST_F(CudaSymmetric, ResultsNeverAliasTheScratch) {
   c->destroy();
 }
 
+// ---- NCCL itself on each kind of buffer ---------------------------------------------------------
+
+// NCCL calls made straight on buffers of every kind the symmetric path uses: cudaMalloc,
+// ncclMemAlloc, a plain window (NCCL_WIN_DEFAULT) and an NCCL_WIN_COLL_SYMMETRIC window, each used
+// with a communicator it may be used with (a window: its owner only). They tell a wrong result of
+// the routed path apart from one of NCCL's.
+class NcclBufferKinds {
+ public:
+  struct Buffer {
+    std::string name;
+    char* base;
+    CudaCommunicator* comm;
+  };
+
+  // Collective: two communicators (plain and symmetric windows) and `bytes` of each kind.
+  using Make =
+      std::function<std::unique_ptr<CudaCommunicator>(const std::string&, const Env&)>;
+  NcclBufferKinds(const Make& make, Device device, std::size_t bytes)
+      : span_((bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20)) {
+    Env plain_env = kOn, symmetric_env = kOn;
+    plain_env["GROUPCOORD_SYMM_WINDOW_FLAGS"] = "default";
+    symmetric_env["GROUPCOORD_SYMM_WINDOW_FLAGS"] = "symmetric";
+    plain_ = make("symm-nccl-plain", plain_env);
+    symmetric_ = make("symm-nccl-symmetric", symmetric_env);
+    if (!plain_->symmetric_memory_stats().enabled) return;
+    const cuda::NcclApi& api = cuda::nccl_api();
+    device_memory_ = Tensor::empty({static_cast<std::int64_t>(span_)}, DType::UInt8, device);
+    unregistered_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
+    plain_window_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
+    plain_->nccl_comm().symmetric().register_allocation(plain_window_, "test");
+    buffers_ = {{"cudaMalloc", static_cast<char*>(device_memory_.data_ptr()), plain_.get()},
+                {"ncclMemAlloc", static_cast<char*>(unregistered_->data()), plain_.get()},
+                {"plain window", static_cast<char*>(plain_window_->data()), plain_.get()}};
+    if (symmetric_->symmetric_memory_stats().enabled) {
+      symmetric_window_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
+      symmetric_->nccl_comm().symmetric().register_allocation(symmetric_window_, "test");
+      buffers_.push_back({"symmetric window", static_cast<char*>(symmetric_window_->data()),
+                          symmetric_.get()});
+    }
+  }
+  ~NcclBufferKinds() {
+    plain_->destroy();
+    symmetric_->destroy();
+  }
+
+  bool enabled() const { return !buffers_.empty(); }
+  std::string disabled_reason() const { return plain_->symmetric_memory_stats().disabled_reason; }
+  const std::vector<Buffer>& buffers() const { return buffers_; }
+
+ private:
+  std::size_t span_;
+  std::unique_ptr<CudaCommunicator> plain_, symmetric_;
+  Tensor device_memory_;
+  std::shared_ptr<cuda::SymmetricAllocation> unregistered_, plain_window_, symmetric_window_;
+  std::vector<Buffer> buffers_;
+};
+
+// One call at a time, in place and out of place, at sizes around NCCL's chunk boundaries. The
+// output is poisoned (0xFF: NaN) before each call and read again after a pause, so that a write
+// NCCL makes after the stream said it was done shows as well.
+TEST_F(CudaSymmetric, NcclAllGatherIsExactOnEveryKindOfBuffer) {
+  const int n = world_size();
+  const std::vector<std::size_t> sizes = {4096, 12288, 12880, 16384, 65536, 1 << 20};
+  NcclBufferKinds kinds([&](auto& name, auto& env) { return make(name, env); }, device(),
+                        (static_cast<std::size_t>(n) + 1) * (1 << 20));
+  if (!kinds.enabled()) GTEST_SKIP() << "symmetric memory unavailable: " << kinds.disabled_reason();
+  const int r = kinds.buffers()[0].comm->rank_in_group();
+  cudaStream_t stream = current_cuda_stream(device());
+  int failures = 0;
+  for (const auto& buffer : kinds.buffers()) {
+    for (const bool in_place : {true, false}) {
+      for (const std::size_t bytes : sizes) {
+        for (int repeat = 0; repeat < 2; ++repeat) {
+          const std::size_t count = bytes / 4, total = bytes * n;
+          char* out = buffer.base;
+          char* in = in_place ? out + r * bytes : out + total;
+          // Distinct values per rank, position and repeat, exact in f32.
+          std::vector<float> input(count);
+          for (std::size_t i = 0; i < count; ++i) input[i] = r * 1e6f + i + repeat * 0.5f;
+          fill_bytes(out, 0xFF, total, device());
+          upload(in, input.data(), bytes, device());
+          buffer.comm->nccl_comm().enqueue(
+              "test all_gather", stream, [&](const cuda::NcclApi& a, ncclComm_t c) {
+                return a.AllGather(in, out, count, ncclFloat32, c, stream);
+              });
+          buffer.comm->nccl_comm().synchronize(stream, "test all_gather");
+          std::vector<float> got(total / 4), later(total / 4);
+          ASSERT_EQ(cudaMemcpy(got.data(), out, total, cudaMemcpyDeviceToHost), cudaSuccess);
+          std::this_thread::sleep_for(std::chrono::milliseconds(20));
+          ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+          ASSERT_EQ(cudaMemcpy(later.data(), out, total, cudaMemcpyDeviceToHost), cudaSuccess);
+          std::size_t wrong = 0, first = total / 4;
+          for (std::size_t i = 0; i < total / 4; ++i) {
+            const float want = static_cast<float>(i / count) * 1e6f + i % count + repeat * 0.5f;
+            if (!(got[i] == want) && wrong++ == 0) first = i;
+          }
+          const bool late = std::memcmp(got.data(), later.data(), total) != 0;
+          if (wrong > 0 || late) {
+            ++failures;
+            ADD_FAILURE() << buffer.name << (in_place ? ", in place" : ", out of place") << ", "
+                          << bytes << " bytes per rank, repeat " << repeat << ": " << wrong
+                          << " wrong floats, first at byte " << first * 4 << " (rank "
+                          << first / count << "'s part)"
+                          << (late ? "; the output changed after the stream was done" : "");
+          }
+        }
+      }
+    }
+  }
+  std::printf("[symmetric] ncclAllGather one at a time on %zu kinds of buffer: %d wrong\n",
+              kinds.buffers().size(), failures);
+}
+
+// The routed path's pattern without groupcoord in between: stage the input into the buffer, run
+// NCCL, copy the result out, 400 times back to back on one stream with no host wait, then check
+// every result. all_gather in place, reduce_scatter into a region after its input.
+TEST_F(CudaSymmetric, NcclBackToBackCallsAreExactOnEveryKindOfBuffer) {
+  const int n = world_size();
+  constexpr int kCalls = 400;
+  constexpr std::size_t kMaxBytes = 24576;  // per rank
+  NcclBufferKinds kinds([&](auto& name, auto& env) { return make(name, env); }, device(),
+                        2 * kMaxBytes * n + (64 << 10));
+  if (!kinds.enabled()) GTEST_SKIP() << "symmetric memory unavailable: " << kinds.disabled_reason();
+  const int r = kinds.buffers()[0].comm->rank_in_group();
+  auto bytes_of = [](int call) { return 1024 + static_cast<std::size_t>(call * 1237) % 23000 / 4 * 4; };
+  // Every call's input (n x bytes for reduce_scatter, bytes for all_gather) and result slot.
+  std::vector<std::size_t> in_at(kCalls), out_at(kCalls);
+  std::size_t in_total = 0, out_total = 0;
+  for (int call = 0; call < kCalls; ++call) {
+    const std::size_t bytes = bytes_of(call);
+    in_at[call] = in_total;
+    out_at[call] = out_total;
+    in_total += call % 2 ? bytes * n : bytes;  // odd: reduce_scatter
+    out_total += call % 2 ? bytes : bytes * n;
+  }
+  auto value = [](int q, int call, std::size_t i) {
+    return static_cast<float>(q * 7 + (i + call) % 1000);
+  };
+  std::vector<float> inputs(in_total / 4);
+  for (int call = 0; call < kCalls; ++call) {
+    const std::size_t count = bytes_of(call) / 4 * (call % 2 ? n : 1);
+    for (std::size_t i = 0; i < count; ++i) inputs[in_at[call] / 4 + i] = value(r, call, i);
+  }
+  const Tensor staged = Tensor::empty({static_cast<std::int64_t>(in_total)}, DType::UInt8, device());
+  upload(staged.data_ptr(), inputs.data(), in_total, device());
+  const char* source = static_cast<const char*>(staged.data_ptr());
+  cudaStream_t stream = current_cuda_stream(device());
+  int failures = 0;
+  for (const auto& buffer : kinds.buffers()) {
+    const Tensor results =
+        Tensor::empty({static_cast<std::int64_t>(out_total)}, DType::UInt8, device());
+    char* result = static_cast<char*>(results.data_ptr());
+    for (int call = 0; call < kCalls; ++call) {
+      const std::size_t bytes = bytes_of(call), count = bytes / 4;
+      const bool scatter = call % 2 == 1;
+      char* in = buffer.base + (scatter ? 0 : r * bytes);
+      char* out = buffer.base + (scatter ? (bytes * n + 4095) / 4096 * 4096 : 0);
+      ASSERT_EQ(cudaMemcpyAsync(in, source + in_at[call], scatter ? bytes * n : bytes,
+                                cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+      buffer.comm->nccl_comm().enqueue("test", stream, [&](const cuda::NcclApi& a, ncclComm_t c) {
+        return scatter ? a.ReduceScatter(in, out, count, ncclFloat32, ncclSum, c, stream)
+                       : a.AllGather(in, out, count, ncclFloat32, c, stream);
+      });
+      ASSERT_EQ(cudaMemcpyAsync(result + out_at[call], out, scatter ? bytes : bytes * n,
+                                cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+    }
+    buffer.comm->nccl_comm().synchronize(stream, "test");
+    std::vector<float> got(out_total / 4);
+    ASSERT_EQ(cudaMemcpy(got.data(), result, out_total, cudaMemcpyDeviceToHost), cudaSuccess);
+    int wrong_calls = 0, first_wrong = -1;
+    for (int call = 0; call < kCalls; ++call) {
+      const std::size_t count = bytes_of(call) / 4;
+      const float* g = got.data() + out_at[call] / 4;
+      bool ok = true;
+      if (call % 2) {
+        for (std::size_t i = 0; i < count && ok; ++i) {
+          float sum = 0;
+          for (int q = 0; q < n; ++q) sum += value(q, call, r * count + i);
+          ok = g[i] == sum;
+        }
+      } else {
+        for (std::size_t i = 0; i < count * n && ok; ++i) {
+          ok = g[i] == value(static_cast<int>(i / count), call, i % count);
+        }
+      }
+      if (!ok && wrong_calls++ == 0) first_wrong = call;
+    }
+    if (wrong_calls > 0) {
+      ++failures;
+      ADD_FAILURE() << buffer.name << ": " << wrong_calls << " of " << kCalls
+                    << " back-to-back calls wrong, the first at call " << first_wrong;
+    }
+  }
+  std::printf("[symmetric] NCCL back to back on %zu kinds of buffer: %d with wrong results\n",
+              kinds.buffers().size(), failures);
+}
+
 // ---- against the regular path (vLLM's test_nccl_symm_mem: bf16 randint(1, 23), 4M elements) ----
 
 TEST_F(CudaSymmetric, MatchesTheRegularPathOnBf16) {
@@ -227,8 +428,7 @@ TEST_F(CudaSymmetric, CapturedCallsReplayAndRegisterNothing) {
     std::vector<float> host(kCount * n);
     for (std::int64_t i = 0; i < kCount * n; ++i) host[i] = static_cast<float>(f(r, i) * replay);
     ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-    ASSERT_EQ(cudaMemcpy(x.data_ptr(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    upload(x.data_ptr(), host.data(), host.size() * 4, device());
     ASSERT_EQ(cudaGraphLaunch(exec, stream), cudaSuccess);
     const std::vector<double> g = host_values(ag), s = host_values(rs), a = host_values(ar);
     for (std::int64_t i = 0; i < kCount * n * n; ++i) {
@@ -307,8 +507,7 @@ TEST_F(CudaSymmetric, SymmetricEmptyIsZeroCopyAndReused) {
   auto fill = [&](Tensor& t, int shift) {
     std::vector<float> host(t.numel());
     for (std::int64_t i = 0; i < t.numel(); ++i) host[i] = static_cast<float>(f(r, i + shift));
-    ASSERT_EQ(cudaMemcpy(t.data_ptr(), host.data(), host.size() * 4, cudaMemcpyHostToDevice),
-              cudaSuccess);
+    upload(t.data_ptr(), host.data(), host.size() * 4, device());
   };
   void* first = nullptr;
   {
