@@ -110,7 +110,11 @@ int main(int argc, char** argv) {
         const std::int64_t n = op.input_elements(bytes, info.world_size);
         if (n == 0) continue;
         Tensor x = Tensor::empty({n}, DType::BFloat16, regular->device());
-        cudaMemset(x.data_ptr(), 0, x.nbytes());
+        // On the stream the calls use (a plain cudaMemset runs on the legacy stream, which our
+        // non-blocking streams do not wait for).
+        cudaStream_t stream = current_cuda_stream(regular->device());
+        cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+        cudaStreamSynchronize(stream);
         const double plain_us = time_calls(*regular, op, x, iterations);
         const auto before = symmetric->symmetric_memory_stats().symmetric_calls;
         const double symm_us = time_calls(*symmetric, op, x, iterations);

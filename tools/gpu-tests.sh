@@ -13,8 +13,9 @@
 #   3. test_cuda_units (one process), test_cuda_communicator with 1 rank, then with 2 ranks on
 #      however many GPUs there are: when the ranks share one GPU, NCCL needs a distinct
 #      NCCL_HOSTID per process and sockets on the loopback interface.
-#   4. NCCL symmetric memory: test_cuda_symmetric at 1 and 2 ranks, and the communicator and
-#      coordinator suites at 2 ranks with every routed call on the symmetric path.
+#   4. NCCL symmetric memory: test_cuda_symmetric at 1 and 2 ranks with each kind of window (and
+#      its race-prone tests repeated), and the communicator and coordinator suites at 2 ranks with
+#      every routed call on the symmetric path.
 #   5. compute-sanitizer memcheck on test_cuda_units, the 1-rank communicator and symmetric tests.
 #   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
 #
@@ -113,8 +114,17 @@ run_step symm-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$SYMM"
 PLAIN=(-x GROUPCOORD_SYMM_WINDOW_FLAGS=default)
 ROUTED=(-x GROUPCOORD_USE_NCCL_SYMM_MEM=1 -x GROUPCOORD_SYMM_ALL_REDUCE=always "${PLAIN[@]}")
 run_step symm-plain-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "${PLAIN[@]}" "$SYMM"
+run_step symm-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$SYMM"
 run_step symm-plain-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$SYMM"
+# Races show only now and then: the bookkeeping, NCCL-on-every-buffer and regular-path tests five
+# times over, with each kind of window.
+STRESS=(--gtest_filter='*Nccl*:*Thousand*:*MatchesTheRegular*' --gtest_repeat=5)
+run_step symm-stress-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$SYMM" "${STRESS[@]}"
+run_step symm-plain-stress-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$SYMM" "${STRESS[@]}"
 run_step np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COMM"
 run_step coord-np2-symm-routed 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${ROUTED[@]}" \
