@@ -7,9 +7,9 @@
 #   pytest        the pytest suite, numpy flavour (gloo), 1 and 2 ranks
 #   pytest-torch  the same suite with torch CUDA tensors (GROUPCOORD_TEST_ARRAYS=torch-cuda, nccl
 #                 groups), 1 and 2 ranks; the 2 ranks share GPU 0 (NCCL_HOSTID per rank)
-#   pytest-symm   the torch-cuda suite at 2 ranks with NCCL symmetric memory on (plain windows,
-#                 GROUPCOORD_SYMM_WINDOW_FLAGS=default: this host's NCCL cannot register symmetric
-#                 ones) and every routed call, all_reduce included, on the scratch window
+#   pytest-symm   the torch-cuda suite at 2 ranks with NCCL symmetric memory on and every routed
+#                 call, all_reduce included, on the scratch window: NCCL_WIN_COLL_SYMMETRIC windows,
+#                 then plain ones (GROUPCOORD_SYMM_WINDOW_FLAGS=default)
 #   torch         torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks)
 #   bench         the Python-vs-C++ overhead benchmark with 2 ranks
 #   pip           pip install ./python through scikit-build-core (CPU only), then an import
@@ -112,9 +112,11 @@ if wanted pytest-torch; then
   done
 fi
 if wanted pytest-symm; then
-  step pytest-symm-np2 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=torch-cuda \
-    -x GROUPCOORD_USE_NCCL_SYMM_MEM=1 -x GROUPCOORD_SYMM_WINDOW_FLAGS=default \
-    -x GROUPCOORD_SYMM_ALL_REDUCE=always -np 2 "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+  for windows in symmetric default; do
+    step "pytest-symm-$windows-np2" 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=torch-cuda \
+      -x GROUPCOORD_USE_NCCL_SYMM_MEM=1 -x GROUPCOORD_SYMM_WINDOW_FLAGS=$windows \
+      -x GROUPCOORD_SYMM_ALL_REDUCE=always -np 2 "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+  done
 fi
 if wanted torch; then
   step torch 200 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$ROOT/python/gpu/torch_checks.py"
