@@ -12,6 +12,9 @@
 #                 then plain ones (GROUPCOORD_SYMM_WINDOW_FLAGS=default)
 #   torch         torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks)
 #   bench         the Python-vs-C++ overhead benchmark with 2 ranks
+#   bench-collectives  groupcoord regular vs symmetric vs torch.distributed (benchmarks/
+#                 bench_collectives_torch.py; CSV files, crossovers and SVG plots in $LOGS); not in
+#                 the default list
 #   pip           pip install ./python through scikit-build-core (CPU only), then an import
 # e.g. GC_STEPS="pytest pytest-torch" python/gpu/run-gpu-checks.sh
 set -uo pipefail
@@ -125,6 +128,28 @@ if wanted bench; then
   step bench 120 "${MPI[@]}" -np 2 "$PY" "$ROOT/benchmarks/bench_python_overhead.py" --rounds 9
   step bench-cpp 60 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$BUILD/benchmarks/bench_all_reduce" \
     2000 7
+fi
+if wanted bench-collectives; then
+  # One rank per GPU with every size and an NCCL_SYM_CTAS sweep (issue: multi-GPU run); on a
+  # one-GPU host two ranks share it over sockets, up to 16 MiB, which checks the harness only.
+  GPUS=$(nvidia-smi --query-gpu=index --format=csv,noheader 2>/dev/null | wc -l)
+  SCRIPT="$ROOT/benchmarks/bench_collectives_torch.py"
+  if [ "$GPUS" -ge 2 ]; then
+    RANKS=(-np "$GPUS" "$PY" "$SCRIPT")
+    SWEEP="${GC_SYM_CTAS:-unset 1 2 4 8 16 32}"
+  else
+    RANKS=(-np 2 "${PER_RANK_HOST[@]}" "$PY" "$SCRIPT" --max-bytes $((16 << 20)))
+    SWEEP=unset
+  fi
+  CSVS=()
+  for ctas in $SWEEP; do
+    CTAS=()
+    [ "$ctas" != unset ] && CTAS=(-x "NCCL_SYM_CTAS=$ctas")
+    step "bench-collectives-$ctas" 590 "${MPI[@]}" "${CTAS[@]}" "${RANKS[@]}" \
+      --csv "$LOGS/collectives-$ctas.csv" && CSVS+=("$LOGS/collectives-$ctas.csv")
+  done
+  [ ${#CSVS[@]} -gt 0 ] && step bench-collectives-report 60 "$PY" \
+    "$ROOT/benchmarks/collectives_report.py" "$LOGS/plots" "${CSVS[@]}"
 fi
 if wanted pip; then
   step pip 300 env CMAKE_ARGS="-DGLOO_ROOT=$DEPS/usr -DDLPACK_ROOT=$DEPS/usr -DGROUPCOORD_WITH_CUDA=OFF" \
