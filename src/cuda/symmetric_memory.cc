@@ -96,23 +96,17 @@ SymmetricMemory::~SymmetricMemory() {
 
 SymmetricMemoryStats SymmetricMemory::stats() const {
   std::lock_guard<std::mutex> lock(mutex_);
-  SymmetricMemoryStats s;
+  SymmetricMemoryStats s = counters_;
   s.enabled = enabled_.load();
   s.disabled_reason = disabled_reason_;
   s.window_kind = s.enabled ? window_flags_name(settings_.window_flags) : "";
-  s.windows_registered = windows_registered_;
-  s.symmetric_calls = symmetric_calls_;
-  s.fallbacks = fallbacks_;
-  s.zero_copy_calls = zero_copy_calls_;
-  s.scratch_bytes = scratch_bytes_;
-  s.pool_bytes = pool_bytes_;
   return s;
 }
 
 void SymmetricMemory::count_symmetric_call(bool zero_copy) {
   std::lock_guard<std::mutex> lock(mutex_);
-  ++symmetric_calls_;
-  if (zero_copy) ++zero_copy_calls_;
+  ++counters_.symmetric_calls;
+  if (zero_copy) ++counters_.zero_copy_calls;
 }
 
 // ---- windows -------------------------------------------------------------------------------
@@ -128,7 +122,7 @@ void SymmetricMemory::register_allocation(const std::shared_ptr<SymmetricAllocat
       owner_.register_window(memory->data(), memory->size(), settings_.window_flags, op);
   std::lock_guard<std::mutex> lock(mutex_);
   windows_.emplace(memory->data(), RegisteredWindow{memory, handle, next_sequence_++});
-  ++windows_registered_;
+  ++counters_.windows_registered;
 }
 
 std::shared_ptr<SymmetricAllocation> SymmetricMemory::allocate_window(std::size_t bytes,
@@ -220,7 +214,7 @@ SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStr
   const bool fits = wanted.has_value() && *wanted == current && current > 0;
   if (!fits && (capturing || !wanted.has_value())) {
     std::lock_guard<std::mutex> counters(mutex_);
-    ++fallbacks_;
+    ++counters_.fallbacks;
     GC_LOG(Debug, owner_.name(), " ", op, ": ", bytes, " bytes of scratch ",
            capturing ? "not available during graph capture" : "above the limit",
            "; regular path");
@@ -268,7 +262,7 @@ void SymmetricMemory::grow_scratch_locked(std::size_t bytes, const char* op) {
   if (scratch_) retired_scratch_.push_back(std::move(scratch_));
   scratch_ = std::move(memory);
   std::lock_guard<std::mutex> counters(mutex_);
-  scratch_bytes_ = static_cast<std::int64_t>(bytes);
+  counters_.scratch_bytes = static_cast<std::int64_t>(bytes);
   GC_LOG(Debug, owner_.name(), ": symmetric scratch is now ", bytes, " bytes");
 }
 

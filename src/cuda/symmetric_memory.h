@@ -140,13 +140,9 @@ class SymmetricMemory {
   /// Guards the registry, the counters and the pool's bookkeeping.
   mutable std::mutex mutex_;
   std::map<const void*, RegisteredWindow> windows_;
-  std::int64_t windows_registered_ = 0;
   std::int64_t next_sequence_ = 0;
-  std::int64_t symmetric_calls_ = 0;
-  std::int64_t fallbacks_ = 0;
-  std::int64_t zero_copy_calls_ = 0;
-  std::int64_t scratch_bytes_ = 0;
-  std::int64_t pool_bytes_ = 0;
+  /// The counters of stats() (enabled, disabled_reason and window_kind are filled in there).
+  SymmetricMemoryStats counters_;
 
   /// Held by a Lease for the duration of one call; guards the scratch fields.
   std::mutex scratch_mutex_;

@@ -120,7 +120,7 @@ Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
     pool_->allocator.add_segment(window);
     block = pool_->allocator.allocate(bytes);
     std::lock_guard<std::mutex> counters(mutex_);
-    pool_bytes_ += static_cast<std::int64_t>(window);
+    counters_.pool_bytes += static_cast<std::int64_t>(window);
   }
   GC_CHECK(block.has_value(), owner_.name(), " ", op, ": internal error: no block after growth");
 
