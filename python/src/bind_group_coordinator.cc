@@ -20,8 +20,6 @@ namespace groupcoord {
 namespace python {
 namespace {
 
-using GroupPtr = std::shared_ptr<PyGroup>;
-
 /// vLLM's constructor; collective over all world ranks.
 GroupPtr construct(std::vector<std::vector<int>> group_ranks, int local_rank, std::string backend,
                    bool use_device_communicator, bool use_message_queue_broadcaster,

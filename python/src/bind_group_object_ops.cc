@@ -11,8 +11,6 @@ namespace groupcoord {
 namespace python {
 namespace {
 
-using GroupPtr = std::shared_ptr<PyGroup>;
-
 void bind_objects(GroupClass& cls) {
   cls.def("broadcast_object", &broadcast_object, "obj"_a = py::none(), "src"_a = 0,
           "Collective: ``obj`` from group rank src (returned as is there), unpickled elsewhere.")

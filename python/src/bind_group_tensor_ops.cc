@@ -14,8 +14,6 @@ namespace groupcoord {
 namespace python {
 namespace {
 
-using GroupPtr = std::shared_ptr<PyGroup>;
-
 OpTarget<GroupCoordinator> target(const GroupPtr& g) { return {&g->get(), g, g->label()}; }
 
 /// The input itself when the group has one rank (after checking it is an array), else null.

@@ -17,8 +17,6 @@ namespace python {
 
 namespace {
 
-using GroupPtr = std::shared_ptr<PyGroup>;
-
 std::string stats_repr(const SymmetricMemoryStats& s) {
   std::string text = "SymmetricMemoryStats(enabled=" + std::string(s.enabled ? "True" : "False");
   if (!s.enabled) text += ", disabled_reason='" + s.disabled_reason + "'";

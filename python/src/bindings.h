@@ -10,8 +10,10 @@
 namespace groupcoord {
 namespace python {
 
+/// How the bindings hold a GroupCoordinator (shared with Python).
+using GroupPtr = std::shared_ptr<PyGroup>;
 /// The class object of groupcoord.GroupCoordinator.
-using GroupClass = pybind11::class_<PyGroup, std::shared_ptr<PyGroup>>;
+using GroupClass = pybind11::class_<PyGroup, GroupPtr>;
 
 void bind_process_group(pybind11::module_& module);
 void bind_message_queue(pybind11::module_& module);
