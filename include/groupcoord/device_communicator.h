@@ -93,6 +93,20 @@ class DeviceCommunicator {
   /// Copies `src`'s tensor into `tensor` on every rank, in place; returns `tensor`.
   virtual Tensor broadcast(const Tensor& tensor, int src = 0) = 0;
 
+  // ---- caller-provided outputs (beyond vLLM's API) ----
+  // `out` must be defined, contiguous, on the communicator's device, of the input's dtype and of
+  // the result's shape (std::invalid_argument naming the group, the op and the mismatch
+  // otherwise); the result is written there and `out` is returned. all_reduce's `out` may be
+  // `input` itself (in place). The built-in communicators allocate nothing on this path for
+  // contiguous inputs along dim 0 (all_reduce: any dim); the defaults below compute the
+  // out-of-place result and copy it, so a communicator that does not override them still works.
+  /// all_reduce into `out` (input's shape).
+  virtual Tensor all_reduce(const Tensor& input, const Tensor& out);
+  /// all_gather into `out` (input's shape with `dim` multiplied by the world size).
+  virtual Tensor all_gather(const Tensor& input, int dim, const Tensor& out);
+  /// reduce_scatter into `out` (input's shape with `dim` divided by the world size).
+  virtual Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out);
+
   /// Blocking send to group rank `dst` (default: the next rank).
   virtual void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) = 0;
   /// Blocking receive of a tensor of `shape` and `dtype` from group rank `src` (default: the

@@ -115,6 +115,12 @@ class GroupCoordinator {
   Tensor reduce_scatter(const Tensor& input, int dim = -1);
   Tensor reduce_scatterv(const Tensor& input, int dim = -1,
                          const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
+  /// Caller-provided outputs (beyond vLLM's API; DeviceCommunicator states the rules for
+  /// `out`): the result is written into `out`, which is returned. At world size 1 the input is
+  /// copied into `out` (nothing when `out` is the input).
+  Tensor all_reduce(const Tensor& input, const Tensor& out);
+  Tensor all_gather(const Tensor& input, int dim, const Tensor& out);
+  Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out);
   /// The concatenation on `dst`, std::nullopt elsewhere.
   std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1);
   /// In place from group rank `src`; returns `input`.

@@ -4,6 +4,7 @@
 
 #include "communicator/cpu_communicator.h"
 #include "communicator/dim_layout.h"
+#include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "groupcoord/check.h"
 
@@ -36,6 +37,38 @@ Tensor CpuCommunicator::all_reduce(const Tensor& input) {
   g.all_reduce(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
                ReduceOp::Sum);
   return out;
+}
+
+Tensor CpuCommunicator::all_reduce(const Tensor& input, const Tensor& out) {
+  const comm::OpLabel where = label("all_reduce");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  comm::check_output(where, out, input.shape(), input.dtype(), Device::cpu());
+  const Tensor in = input.contiguous();
+  g.all_reduce(in.data_ptr(), out.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
+               ReduceOp::Sum);
+  return out;
+}
+
+Tensor CpuCommunicator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+  const comm::OpLabel where = label("all_gather");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_),
+                     input.dtype(), Device::cpu());
+  return gather_uniform(g, input, d, out);
+}
+
+Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+  const comm::OpLabel where = label("reduce_scatter");
+  ProcessGroup& g = group(where.op);
+  comm::check_cpu_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
+  comm::check_output(where, out, comm::scattered_shape(input.shape(), d, world_size_),
+                     input.dtype(), Device::cpu());
+  return comm::write_into(out, sum_and_slice(g, input, d, share.first, share.second));
 }
 
 Tensor CpuCommunicator::all_gather(const Tensor& input, int dim) {
@@ -132,14 +165,19 @@ Tensor CpuCommunicator::broadcast(const Tensor& tensor, int src) {
   return tensor;
 }
 
-Tensor CpuCommunicator::gather_uniform(ProcessGroup& g, const Tensor& input, int dim) {
+Tensor CpuCommunicator::gather_uniform(ProcessGroup& g, const Tensor& input, int dim,
+                                       const Tensor& out) {
   const Tensor front = comm::move_dim_to_front(input, dim);
-  Shape shape = front.shape();
-  shape[0] *= world_size_;
-  Tensor out = Tensor::empty(shape, front.dtype());
-  g.all_gather(front.data_ptr(), out.data_ptr(), static_cast<std::size_t>(front.numel()),
+  // Along dim 0 the gathered layout is the result's: gather straight into `out`.
+  const bool direct = out.defined() && dim == 0;
+  Tensor gathered =
+      direct ? out : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_),
+                                   front.dtype());
+  g.all_gather(front.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(front.numel()),
                front.dtype());
-  return comm::move_dim_from_front(out, dim);
+  if (direct) return out;
+  const Tensor result = comm::move_dim_from_front(gathered, dim);
+  return out.defined() ? comm::write_into(out, result) : result;
 }
 
 Tensor CpuCommunicator::gather_varying(ProcessGroup& g, const Tensor& input, int dim,

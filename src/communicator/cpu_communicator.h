@@ -70,6 +70,11 @@ class CpuCommunicator final : public DeviceCommunicator {
       const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
   std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) override;
   Tensor broadcast(const Tensor& tensor, int src = 0) override;
+  /// Into `out`: all_reduce and all_gather along dim 0 of a contiguous input allocate nothing;
+  /// reduce_scatter sums into a temporary (Gloo's reduce-scatter is not used, see the file comment).
+  Tensor all_reduce(const Tensor& input, const Tensor& out) override;
+  Tensor all_gather(const Tensor& input, int dim, const Tensor& out) override;
+  Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out) override;
 
   void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) override;
   Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) override;
@@ -97,8 +102,10 @@ class CpuCommunicator final : public DeviceCommunicator {
   /// Label for error messages.
   comm::OpLabel label(const char* op) const { return comm::OpLabel{name_, op}; }
 
-  /// all_gather of one validated input along the wrapped dim `dim`.
-  Tensor gather_uniform(ProcessGroup& group, const Tensor& input, int dim);
+  /// all_gather of one validated input along the wrapped dim `dim`, into `out` when given
+  /// (checked by the caller).
+  Tensor gather_uniform(ProcessGroup& group, const Tensor& input, int dim,
+                        const Tensor& out = Tensor());
   /// all_gatherv of one validated input with non-uniform `sizes`.
   Tensor gather_varying(ProcessGroup& group, const Tensor& input, int dim,
                         const std::vector<std::int64_t>& sizes);

@@ -1,9 +1,47 @@
-// DeviceCommunicator's default answers for features only some backends have (NCCL symmetric
-// memory is CUDA-only): a clear "not here" that names the backend, never a silent no-op.
+// DeviceCommunicator's default answers for features only some backends have: caller-provided
+// outputs through the out-of-place call and a copy (the built-in communicators write straight
+// into `out`), and for NCCL symmetric memory (CUDA-only) a clear "not here" that names the
+// backend, never a silent no-op.
+#include "communicator/dim_layout.h"
+#include "communicator/output_tensor.h"
 #include "groupcoord/check.h"
 #include "groupcoord/device_communicator.h"
 
 namespace groupcoord {
+
+namespace {
+
+// Defaults have no group name of their own: errors name the backend.
+comm::OpLabel default_label(const std::string& backend, const char* op) {
+  return comm::OpLabel{backend, op};
+}
+
+}  // namespace
+
+Tensor DeviceCommunicator::all_reduce(const Tensor& input, const Tensor& out) {
+  const std::string backend = backend_name();
+  comm::check_output(default_label(backend, "all_reduce"), out, input.shape(), input.dtype(),
+                     input.device());
+  return comm::write_into(out, all_reduce(input));
+}
+
+Tensor DeviceCommunicator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+  const std::string backend = backend_name();
+  const comm::OpLabel where = default_label(backend, "all_gather");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size()),
+                     input.dtype(), input.device());
+  return comm::write_into(out, all_gather(input, d));
+}
+
+Tensor DeviceCommunicator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+  const std::string backend = backend_name();
+  const comm::OpLabel where = default_label(backend, "reduce_scatter");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  comm::check_output(where, out, comm::scattered_shape(input.shape(), d, world_size()),
+                     input.dtype(), input.device());
+  return comm::write_into(out, reduce_scatter(input, d));
+}
 
 SymmetricMemoryStats DeviceCommunicator::symmetric_memory_stats() const {
   SymmetricMemoryStats stats;

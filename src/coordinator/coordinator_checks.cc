@@ -1,5 +1,6 @@
 #include "coordinator/coordinator_checks.h"
 
+#include "communicator/output_tensor.h"
 #include "core/shape.h"
 #include "groupcoord/check.h"
 
@@ -71,6 +72,13 @@ void check_scatterv_sizes(const std::string& label, const Tensor& input, int dim
   for (std::int64_t s : *sizes) total += s;
   GC_CHECK(total == extent, label, ": sizes ", sizes_str(*sizes), " sum to ", total, " but dim ",
            dim, " of ", detail::shape_str(input.shape()), " has ", extent);
+}
+
+Tensor copy_into_output(const std::string& unique_name, const char* op, const Tensor& input,
+                        const Tensor& out) {
+  comm::check_output(comm::OpLabel{unique_name, op}, out, input.shape(), input.dtype(),
+                     input.device());
+  return comm::write_into(out, input);
 }
 
 }  // namespace coordinator_detail

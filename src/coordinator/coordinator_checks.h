@@ -41,5 +41,10 @@ void check_gatherv_sizes(const std::string& label, const Tensor& input, int dim,
 void check_scatterv_sizes(const std::string& label, const Tensor& input, int dim,
                           const std::optional<std::vector<std::int64_t>>& sizes, int world_size);
 
+/// World size 1 with a caller-provided output: checks `out` against the input (the result of
+/// every collective then has the input's shape) and copies the input into it; returns `out`.
+Tensor copy_into_output(const std::string& unique_name, const char* op, const Tensor& input,
+                        const Tensor& out);
+
 }  // namespace coordinator_detail
 }  // namespace groupcoord

@@ -8,6 +8,7 @@
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/host_transfers.h"
+#include "communicator/output_tensor.h"
 #include "groupcoord/check.h"
 #include "groupcoord/world.h"
 
@@ -60,6 +61,37 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
   check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim);
+}
+
+// Caller-provided outputs: the coordinator checks the input as for the out-of-place call and
+// leaves `out` to the communicator, except at world size 1, where it copies the input.
+Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("all_reduce");
+  const std::string label = s.label("all_reduce");
+  check_tensor(label, input);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_reduce", input, out);
+  return s.communicator_for("all_reduce", input).all_reduce(input, out);
+}
+
+Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("all_gather");
+  const std::string label = s.label("all_gather");
+  check_dim(label, input, dim);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_gather", input, out);
+  return s.communicator_for("all_gather", input).all_gather(input, dim, out);
+}
+
+Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("reduce_scatter");
+  const std::string label = s.label("reduce_scatter");
+  check_dim(label, input, dim);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "reduce_scatter", input, out);
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
+  check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
+  return comm.reduce_scatter(input, dim, out);
 }
 
 Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,

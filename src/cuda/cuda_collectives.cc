@@ -3,6 +3,7 @@
 #include <cuda_runtime_api.h>
 
 #include "communicator/dim_layout.h"
+#include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
@@ -15,20 +16,34 @@ namespace groupcoord {
 
 Tensor CudaCommunicator::all_reduce(const Tensor& input) {
   const comm::OpLabel where = label("all_reduce");
-  cuda::NcclComm& nc = nccl(where.op);
+  nccl(where.op);
   check_tensor(where, input, "input");
+  return reduce_all(where, input, Tensor());
+}
+
+Tensor CudaCommunicator::all_reduce(const Tensor& input, const Tensor& out) {
+  const comm::OpLabel where = label("all_reduce");
+  nccl(where.op);
+  check_tensor(where, input, "input");
+  comm::check_output(where, out, input.shape(), input.dtype(), device_);
+  return reduce_all(where, input, out);
+}
+
+Tensor CudaCommunicator::reduce_all(const comm::OpLabel& where, const Tensor& input,
+                                    const Tensor& out) {
+  cuda::NcclComm& nc = *nccl_;
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   cuda::DeviceGuard guard(device_);
-  if (auto routed = symmetric_all_reduce(where, input)) return *routed;
+  if (auto routed = symmetric_all_reduce(where, input, out)) return *routed;
   const Tensor in = input.contiguous();
-  Tensor out = Tensor::empty(in.shape(), in.dtype(), device_);
-  if (in.numel() == 0) return out;
+  const Tensor result = out.defined() ? out : Tensor::empty(in.shape(), in.dtype(), device_);
+  if (in.numel() == 0) return result;
   cudaStream_t stream = current_cuda_stream(device_);
   const std::size_t count = static_cast<std::size_t>(in.numel());
   nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
-    return api.AllReduce(in.data_ptr(), out.data_ptr(), count, sum.type, sum.op, c, stream);
+    return api.AllReduce(in.data_ptr(), result.data_ptr(), count, sum.type, sum.op, c, stream);
   });
-  return out;
+  return result;
 }
 
 Tensor CudaCommunicator::all_gather(const Tensor& input, int dim) {
@@ -40,16 +55,41 @@ Tensor CudaCommunicator::all_gather(const Tensor& input, int dim) {
   return gather_uniform(input, d);
 }
 
+Tensor CudaCommunicator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+  const comm::OpLabel where = label("all_gather");
+  nccl(where.op);
+  check_tensor(where, input, "input");
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_),
+                     input.dtype(), device_);
+  cuda::DeviceGuard guard(device_);
+  return gather_uniform(input, d, out);
+}
+
 Tensor CudaCommunicator::reduce_scatter(const Tensor& input, int dim) {
   const comm::OpLabel where = label("reduce_scatter");
+  const int d = check_scatter(where, input, dim);
+  cuda::DeviceGuard guard(device_);
+  return scatter_uniform(where, input, d);
+}
+
+Tensor CudaCommunicator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+  const comm::OpLabel where = label("reduce_scatter");
+  const int d = check_scatter(where, input, dim);
+  comm::check_output(where, out, comm::scattered_shape(input.shape(), d, world_size_),
+                     input.dtype(), device_);
+  cuda::DeviceGuard guard(device_);
+  return scatter_uniform(where, input, d, out);
+}
+
+int CudaCommunicator::check_scatter(const comm::OpLabel& where, const Tensor& input, int dim) {
   cuda::NcclComm& nc = nccl(where.op);
   check_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
   cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   GC_CHECK(input.size(d) % world_size_ == 0, where, ": size ", input.size(d), " of dim ", dim,
            " is not divisible by the world size ", world_size_);
-  cuda::DeviceGuard guard(device_);
-  return scatter_uniform(where, input, d);
+  return d;
 }
 
 std::optional<Tensor> CudaCommunicator::gather(const Tensor& input, int dst, int dim) {
@@ -117,43 +157,61 @@ Tensor CudaCommunicator::broadcast(const Tensor& tensor, int src) {
   return tensor;
 }
 
-Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim) {
+Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim, const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
   const Tensor front = comm::move_dim_to_front(input, dim);
-  if (auto routed = symmetric_all_gather(front)) return comm::move_dim_from_front(*routed, dim);
-  Shape shape = front.shape();
-  shape[0] *= world_size_;
-  Tensor out = Tensor::empty(shape, front.dtype(), device_);
-  if (front.numel() > 0) {
-    const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
-    const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
-    nc.enqueue("all_gather", stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
-      return api.AllGather(front.data_ptr(), out.data_ptr(), count, type.type, c, stream);
-    });
+  // Along dim 0 the gathered layout is the result's: NCCL writes straight into `out`.
+  const Tensor direct = dim == 0 ? out : Tensor();
+  Tensor gathered;
+  if (auto routed = symmetric_all_gather(front, direct)) {
+    gathered = *routed;
+  } else {
+    gathered = direct.defined()
+                   ? direct
+                   : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_),
+                                   front.dtype(), device_);
+    if (front.numel() > 0) {
+      const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
+      const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
+      nc.enqueue("all_gather", stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+        return api.AllGather(front.data_ptr(), gathered.data_ptr(), count, type.type, c, stream);
+      });
+    }
   }
-  return comm::move_dim_from_front(out, dim);
+  return finish_front(gathered, dim, out);
 }
 
-Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim) {
+Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim,
+                                         const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   const Tensor front = comm::move_dim_to_front(input, dim);
-  if (auto routed = symmetric_reduce_scatter(where, front)) {
-    return comm::move_dim_from_front(*routed, dim);
+  const Tensor direct = dim == 0 ? out : Tensor();
+  Tensor scattered;
+  if (auto routed = symmetric_reduce_scatter(where, front, direct)) {
+    scattered = *routed;
+  } else {
+    scattered = direct.defined()
+                    ? direct
+                    : Tensor::empty(comm::scattered_shape(front.shape(), 0, world_size_),
+                                    front.dtype(), device_);
+    if (scattered.numel() > 0) {
+      const std::size_t count = static_cast<std::size_t>(scattered.numel());
+      nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
+        return api.ReduceScatter(front.data_ptr(), scattered.data_ptr(), count, sum.type, sum.op,
+                                 c, stream);
+      });
+    }
   }
-  Shape shape = front.shape();
-  shape[0] /= world_size_;
-  Tensor out = Tensor::empty(shape, front.dtype(), device_);
-  if (out.numel() > 0) {
-    const std::size_t count = static_cast<std::size_t>(out.numel());
-    nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
-      return api.ReduceScatter(front.data_ptr(), out.data_ptr(), count, sum.type, sum.op, c,
-                               stream);
-    });
-  }
-  return comm::move_dim_from_front(out, dim);
+  return finish_front(scattered, dim, out);
+}
+
+Tensor CudaCommunicator::finish_front(const Tensor& front, int dim, const Tensor& out) {
+  if (out.defined() && front.data_ptr() == out.data_ptr()) return out;  // written in place
+  const Tensor result = comm::move_dim_from_front(front, dim);
+  return out.defined() ? comm::write_into(out, result) : result;
 }
 
 }  // namespace groupcoord

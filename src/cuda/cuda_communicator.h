@@ -85,6 +85,11 @@ class CudaCommunicator final : public DeviceCommunicator {
       const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
   std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) override;
   Tensor broadcast(const Tensor& tensor, int src = 0) override;
+  /// Into `out`: contiguous inputs (all_gather / reduce_scatter: along dim 0) allocate nothing;
+  /// the symmetric path copies its result out of the scratch into `out`.
+  Tensor all_reduce(const Tensor& input, const Tensor& out) override;
+  Tensor all_gather(const Tensor& input, int dim, const Tensor& out) override;
+  Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out) override;
 
   /// Enqueues the send and returns (the tensor is kept alive until it has been sent).
   void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) override;
@@ -127,24 +132,37 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// std::invalid_argument unless `tensor` is defined and on device_; `what` names it.
   void check_tensor(const comm::OpLabel& where, const Tensor& tensor, const char* what) const;
 
-  /// all_gather of one checked input along the wrapped dim `dim`.
-  Tensor gather_uniform(const Tensor& input, int dim);
+  /// reduce_scatter's checks (tensor, dim, dtype, divisibility); returns the wrapped dim.
+  int check_scatter(const comm::OpLabel& where, const Tensor& input, int dim);
+  /// The result of a dim-0 collective (`front`) in the caller's layout: moved back to `dim` and,
+  /// when `out` is defined and was not written directly, copied into it.
+  Tensor finish_front(const Tensor& front, int dim, const Tensor& out);
+  /// all_reduce of one checked input into `out` (undefined: a new tensor).
+  Tensor reduce_all(const comm::OpLabel& where, const Tensor& input, const Tensor& out);
+  /// all_gather of one checked input along the wrapped dim `dim`, into `out` when defined.
+  Tensor gather_uniform(const Tensor& input, int dim, const Tensor& out = Tensor());
   /// all_gatherv of one checked input with non-uniform `sizes` (grouped broadcasts).
   Tensor gather_varying(const Tensor& input, int dim, const std::vector<std::int64_t>& sizes);
-  /// reduce_scatter of one checked input along the wrapped dim `dim` (equal shares).
-  Tensor scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim);
+  /// reduce_scatter of one checked input along the wrapped dim `dim` (equal shares), into `out`
+  /// when defined.
+  Tensor scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim,
+                         const Tensor& out = Tensor());
   /// reduce_scatterv with non-uniform `sizes` (grouped reduces).
   Tensor scatter_varying(const comm::OpLabel& where, const Tensor& input, int dim,
                          const std::vector<std::int64_t>& sizes);
   /// The symmetric-memory paths (cuda_symmetric_collectives.cc): each returns std::nullopt when
   /// the call takes the regular path (off, unsupported dtype, table says no, no scratch).
-  /// `front` has the collective's dim first and is on device_.
-  std::optional<Tensor> symmetric_all_gather(const Tensor& front);
-  std::optional<Tensor> symmetric_reduce_scatter(const comm::OpLabel& where, const Tensor& front);
-  std::optional<Tensor> symmetric_all_reduce(const comm::OpLabel& where, const Tensor& input);
+  /// `front` has the collective's dim first and is on device_; `out`, when defined, receives
+  /// the result in that layout.
+  std::optional<Tensor> symmetric_all_gather(const Tensor& front, const Tensor& out);
+  std::optional<Tensor> symmetric_reduce_scatter(const comm::OpLabel& where, const Tensor& front,
+                                                 const Tensor& out);
+  std::optional<Tensor> symmetric_all_reduce(const comm::OpLabel& where, const Tensor& input,
+                                             const Tensor& out);
   /// How one routed call uses the scratch.
   struct SymmetricPlan {
     bool zero_copy = false;  ///< the input lies in a pool window: no input copy
+    Tensor out;              ///< where the result goes (undefined: a new tensor)
     cuda::ScratchLayout layout;
     Shape output_shape;
   };

@@ -27,10 +27,10 @@ const void* stage_input(const Tensor& input, char* slot, bool zero_copy, Device 
   return slot;
 }
 
-// A new tensor of `shape` holding the bytes NCCL wrote at `result`.
-Tensor copy_out(const char* result, const Shape& shape, DType dtype, Device device,
+// `out` (or, when undefined, a new tensor of `shape`) holding the bytes NCCL wrote at `result`.
+Tensor copy_out(const char* result, Tensor out, const Shape& shape, DType dtype, Device device,
                 cudaStream_t stream, const char* op) {
-  Tensor out = Tensor::empty(shape, dtype, device);
+  if (!out.defined()) out = Tensor::empty(shape, dtype, device);
   GC_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), result, out.nbytes(), cudaMemcpyDeviceToDevice,
                                 stream),
                 op, ": copying the result out of the symmetric scratch");
@@ -55,7 +55,7 @@ std::optional<Tensor> CudaCommunicator::run_symmetric(const char* op, const Tens
       op, stream,
       [&](const cuda::NcclApi& api, ncclComm_t c) { return call(api, c, send, recv, stream); },
       plan.zero_copy ? input : Tensor());
-  Tensor out = copy_out(recv, plan.output_shape, input.dtype(), device_, stream, op);
+  Tensor out = copy_out(recv, plan.out, plan.output_shape, input.dtype(), device_, stream, op);
   lease.finish(stream);
   symmetric.count_symmetric_call(plan.zero_copy);
   return out;
@@ -66,10 +66,12 @@ bool CudaCommunicator::in_symmetric_pool(const Tensor& tensor) const {
          nccl_->symmetric().in_pool(tensor.data_ptr(), tensor.nbytes());
 }
 
-std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front) {
+std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front,
+                                                             const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   if (!nc.symmetric().enabled() || front.numel() == 0) return std::nullopt;
   SymmetricPlan plan;
+  plan.out = out;
   plan.zero_copy = in_symmetric_pool(front);
   plan.layout = cuda::all_gather_layout(front.nbytes(), world_size_, rank_, plan.zero_copy);
   plan.output_shape = front.shape();
@@ -84,7 +86,8 @@ std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front
 }
 
 std::optional<Tensor> CudaCommunicator::symmetric_reduce_scatter(const comm::OpLabel& where,
-                                                                 const Tensor& front) {
+                                                                 const Tensor& front,
+                                                                 const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   if (!nc.symmetric().enabled() || front.numel() == 0 ||
       !cuda::symmetric_reduction_dtype(front.dtype())) {
@@ -92,6 +95,7 @@ std::optional<Tensor> CudaCommunicator::symmetric_reduce_scatter(const comm::OpL
   }
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, front.dtype(), nc.nccl_version());
   SymmetricPlan plan;
+  plan.out = out;
   plan.zero_copy = in_symmetric_pool(front);
   plan.layout = cuda::reduce_scatter_layout(front.nbytes() / static_cast<std::size_t>(world_size_),
                                             world_size_, plan.zero_copy);
@@ -106,7 +110,8 @@ std::optional<Tensor> CudaCommunicator::symmetric_reduce_scatter(const comm::OpL
 }
 
 std::optional<Tensor> CudaCommunicator::symmetric_all_reduce(const comm::OpLabel& where,
-                                                             const Tensor& input) {
+                                                             const Tensor& input,
+                                                             const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cuda::SymmetricMemory& symmetric = nc.symmetric();
   if (!symmetric.enabled() || input.numel() == 0 ||
@@ -117,6 +122,7 @@ std::optional<Tensor> CudaCommunicator::symmetric_all_reduce(const comm::OpLabel
   }
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   SymmetricPlan plan;
+  plan.out = out;
   plan.zero_copy = in_symmetric_pool(input);
   plan.layout = cuda::all_reduce_layout(input.nbytes(), plan.zero_copy);
   plan.output_shape = input.shape();
