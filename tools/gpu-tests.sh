@@ -17,6 +17,8 @@
 #      its race-prone tests repeated), and the communicator and coordinator suites at 2 ranks with
 #      every routed call on the symmetric path.
 #   5. compute-sanitizer memcheck on test_cuda_units, the 1-rank communicator and symmetric tests.
+#   6. bench-host-np1 / bench-host-np2: benchmarks/bench_host_overhead (host time per call against
+#      raw NCCL; JSON next to the logs).
 #   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
 #
 # NCCL: torch's 2.28.9 is used when present (the system 2.28.3 has broken symmetric kernels);
@@ -79,7 +81,7 @@ CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_PREFIX_PATH="$DEPS/usr"
   -DCMAKE_CUDA_ARCHITECTURES=90)
 BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_units test_cuda_communicator test_cuda_coordinator
-  test_cuda_symmetric)
+  test_cuda_symmetric bench_host_overhead)
 if ! run_step configure 600 "${CONFIGURE[@]}" || ! run_step build 1500 "${BUILD_CMD[@]}"; then
   tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null
   log "the build failed; see $LOGS/configure.log and $LOGS/build.log"
@@ -139,6 +141,12 @@ if [ "$GPUS" -ge 2 ]; then
   grep -hoE '(AllGather|ReduceScatter|AllReduce)[^\n]{0,80}(Symmetric|\[Sym[^]]*\])[^\n]{0,60}' \
     "$LOGS/symm-tuning-np2.log" | sort | uniq -c | head -20 >>"$SUMMARY"
 fi
+
+# ---- host overhead against raw NCCL (benchmarks/bench_host_overhead.cc) ----------------------------
+BENCH="$BUILD/benchmarks/bench_host_overhead"
+run_step bench-host-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$BENCH" --json "$LOGS/host-np1.json"
+run_step bench-host-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$BENCH" --symm --json "$LOGS/host-np2.json"
 
 # ---- compute-sanitizer ---------------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then

@@ -55,6 +55,7 @@ void resolve_all(void* handle, const std::string& path, NcclApi& api) {
   resolve(handle, path, "ncclCommFinalize", api.CommFinalize, true);
   resolve(handle, path, "ncclCommDestroy", api.CommDestroy, true);
   resolve(handle, path, "ncclCommAbort", api.CommAbort, true);
+  resolve(handle, path, "ncclCommSplit", api.CommSplit, true);
   resolve(handle, path, "ncclCommGetAsyncError", api.CommGetAsyncError, true);
   resolve(handle, path, "ncclAllReduce", api.AllReduce, true);
   resolve(handle, path, "ncclAllGather", api.AllGather, true);

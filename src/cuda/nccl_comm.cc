@@ -8,6 +8,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "cuda/poll_pause.h"
+#include "cuda/steady_nanoseconds.h"
 #include "groupcoord/check.h"
 #include "groupcoord/logging.h"
 
@@ -36,13 +37,8 @@ NcclComm::~NcclComm() {
 void NcclComm::enqueue(const char* op, cudaStream_t stream, const NcclCall& call,
                        Tensor keepalive) {
   DeviceGuard guard(device_);
-  ncclResult_t result = ncclSuccess;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    throw_if_unusable_locked(op);
-    result = call(*api_, comm_);
-  }
-  settle(op, result);
+  const ncclResult_t result = call_nccl(op, timeout_, call);
+  if (result != ncclSuccess) fail_call(op, result);
   track(op, stream, std::move(keepalive));
 }
 
@@ -55,7 +51,7 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
         if (result != ncclSuccess) return result;
         for (const NcclCall& call : calls) {
           result = call(api, comm);
-          if (result != ncclSuccess && result != ncclInProgress) {
+          if (result != ncclSuccess) {
             api.GroupEnd();  // closes the group; NCCL reports the failure again there
             return result;
           }
@@ -65,34 +61,49 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
       std::move(keepalive));
 }
 
-void NcclComm::settle(const char* op, ncclResult_t result) {
-  if (result == ncclSuccess) return;
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (int round = 0;; ++round) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
+ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit,
+                                 const NcclCall& call, bool teardown) {
+  std::lock_guard<std::mutex> serial(call_mutex_);
+  ncclComm_t comm = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (teardown) {
+      if (broken_) throw_broken(op);
+    } else {
       throw_if_unusable_locked(op);
-      ncclResult_t state = ncclSuccess;
-      api_->CommGetAsyncError(comm_, &state);
-      if (result != ncclInProgress && (state == ncclSuccess || state == ncclInProgress)) {
-        // The call itself was refused, but the communicator is fine.
-        GC_THROW(DistributedError, name_, " ", op,
-                 ": NCCL refused the call: ", nccl_result_text(result), last_error_locked());
-      }
-      if (state == ncclSuccess) return;
-      if (state != ncclInProgress) {
-        break_locked(false, std::string(op) + " failed in NCCL: " + nccl_result_text(state) +
-                                last_error_locked());
-        throw_broken(op);
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        break_locked(true, std::string(op) + " was still being issued by NCCL after " +
-                               std::to_string(timeout_.count()) + " ms");
-        throw_broken(op);
-      }
     }
-    poll_pause(round);
+    comm = comm_;
   }
+  GC_CHECK(comm != nullptr, name_, " ", op, ": the NCCL communicator is gone");
+  watched_op_.store(op, std::memory_order_relaxed);
+  watched_deadline_.store(steady_nanoseconds() + std::chrono::nanoseconds(limit).count(),
+                          std::memory_order_release);
+  const ncclResult_t result = call(*api_, comm);
+  watched_deadline_.store(0, std::memory_order_release);
+  if (result != ncclSuccess) {
+    // The watchdog may have aborted the communicator while the call waited: that is the error.
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_) throw_broken(op);
+  }
+  return result;
+}
+
+void NcclComm::fail_call(const char* op, ncclResult_t result) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (broken_) throw_broken(op);
+  ncclResult_t state = ncclSuccess;
+  if (comm_ != nullptr) api_->CommGetAsyncError(comm_, &state);
+  // Argument and usage errors leave the communicator as it was; anything else (a peer gone, a
+  // CUDA or system error) leaves it in an unknown state.
+  const bool refused = result == ncclInvalidArgument || result == ncclInvalidUsage;
+  if (state != ncclSuccess || !refused) {
+    const ncclResult_t cause = state != ncclSuccess ? state : result;
+    break_locked(false,
+                 std::string(op) + " failed in NCCL: " + nccl_result_text(cause) + last_error_locked());
+    throw_broken(op);
+  }
+  GC_THROW(DistributedError, name_, " ", op, ": NCCL refused the call: ", nccl_result_text(result),
+           last_error_locked());
 }
 
 std::string NcclComm::last_error_locked() const {
@@ -124,12 +135,10 @@ void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {
     cudaEventDestroy(event);
     GC_CUDA_CHECK(recorded, name_, " ", op, ": recording the completion event");
   }
-  {
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    in_flight_.push_back(
-        InFlight{op, event, std::chrono::steady_clock::now(), std::move(keepalive)});
-  }
-  wake_.notify_one();
+  // No notify: while operations are in flight the watchdog wakes every few milliseconds anyway,
+  // and waking it per call would cost a system call on the hot path.
+  std::lock_guard<std::mutex> lock(in_flight_mutex_);
+  in_flight_.push_back(InFlight{op, event, std::chrono::steady_clock::now(), std::move(keepalive)});
 }
 
 void NcclComm::wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout,
@@ -206,54 +215,64 @@ bool NcclComm::is_broken() const {
 
 void NcclComm::destroy() {
   if (destroyed_.exchange(true)) return;
+  // Symmetric windows go first, once nothing in flight (NCCL calls, and the copies out of the
+  // scratch that follow them) can still touch them. Their memory is freed only after the
+  // communicator is gone, when `windows` goes out of scope. The watchdog keeps running until the
+  // end: the teardown calls are watched like any other.
+  const auto limit = std::min(timeout_, kFinalizeLimit);
+  const bool operations_done =
+      drain_in_flight(limit) && (!symmetric_ || symmetric_->wait_idle(limit));
+  std::vector<RegisteredWindow> windows;
+  if (symmetric_) windows = symmetric_->take_windows();  // before mutex_: leases lock the other way
+  {
+    DeviceGuard guard(device_);  // NCCL frees device memory of this device
+    release_windows(windows, limit, operations_done);
+  }
+  const bool clean = close_communicator(operations_done, limit);
   {
     std::lock_guard<std::mutex> lock(in_flight_mutex_);
     stop_ = true;
   }
   wake_.notify_all();
   if (watchdog_.joinable()) watchdog_.join();
-
-  // Symmetric windows go first, once nothing in flight (NCCL calls, and the copies out of the
-  // scratch that follow them) can still touch them. Their memory is freed only after the
-  // communicator is gone, when `windows` goes out of scope.
-  const auto limit = std::min(timeout_, kFinalizeLimit);
-  const bool operations_done =
-      drain_in_flight(limit) && (!symmetric_ || symmetric_->wait_idle(limit));
-  std::vector<RegisteredWindow> windows;
-  if (symmetric_) windows = symmetric_->take_windows();  // before mutex_: leases lock the other way
-  bool clean = false;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    cudaSetDevice(device_.index);  // NCCL frees device memory of this device
-    release_windows_locked(windows, limit, operations_done);
-    if (comm_ != nullptr) {
-      clean = finalize_locked(std::min(timeout_, kFinalizeLimit));
-      if (clean) {
-        // A non-blocking communicator may finish freeing itself in the background
-        // (ncclInProgress): after finalize nothing of ours is still in flight.
-        const ncclResult_t destroyed = api_->CommDestroy(comm_);
-        if (destroyed != ncclSuccess && destroyed != ncclInProgress) {
-          GC_LOG(Warn, name_, ": ncclCommDestroy failed: ", nccl_result_text(destroyed));
-        }
-      } else {
-        GC_LOG(Warn, name_, ": NCCL finalize did not complete; aborting the communicator");
-        api_->CommAbort(comm_);
-      }
-      comm_ = nullptr;
-    }
-  }
   release_in_flight(clean);
 }
 
-bool NcclComm::finalize_locked(std::chrono::milliseconds limit) {
-  ncclResult_t state = api_->CommFinalize(comm_);
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  for (int round = 0; state == ncclInProgress; ++round) {
-    if (std::chrono::steady_clock::now() >= deadline) return false;
-    poll_pause(round);
-    api_->CommGetAsyncError(comm_, &state);
+bool NcclComm::close_communicator(bool operations_done, std::chrono::milliseconds limit) {
+  bool healthy = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    healthy = comm_ != nullptr && !broken_;
   }
-  return state == ncclSuccess;
+  if (healthy && operations_done) {
+    try {
+      DeviceGuard guard(device_);
+      const auto finalize = [](const NcclApi& api, ncclComm_t c) { return api.CommFinalize(c); };
+      if (call_nccl("finalize", limit, finalize, /*teardown=*/true) == ncclSuccess) {
+        ncclComm_t comm = nullptr;
+        {
+          std::lock_guard<std::mutex> lock(mutex_);
+          std::swap(comm, comm_);
+        }
+        const ncclResult_t destroyed = api_->CommDestroy(comm);
+        if (destroyed != ncclSuccess) {
+          GC_LOG(Warn, name_, ": ncclCommDestroy failed: ", nccl_result_text(destroyed));
+        }
+        return true;
+      }
+    } catch (const std::exception& e) {
+      GC_LOG(Warn, name_, ": finalizing the NCCL communicator failed: ", e.what());
+    }
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  if (comm_ != nullptr) {
+    GC_LOG(Warn, name_, ": releasing the NCCL communicator by aborting it (",
+           operations_done ? "finalize failed" : "operations were still running", ")");
+    cudaSetDevice(device_.index);
+    api_->CommAbort(comm_);
+    comm_ = nullptr;
+  }
+  return false;
 }
 
 }  // namespace cuda

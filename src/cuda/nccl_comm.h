@@ -1,23 +1,37 @@
-// NcclComm: one non-blocking NCCL communicator over the ranks of a Gloo ProcessGroup, with a
-// watchdog so that nothing waits forever (DESIGN.md §3).
+// NcclComm: one NCCL communicator over the ranks of a Gloo ProcessGroup, with a watchdog so that
+// nothing waits forever (DESIGN.md §3), and a hot path that costs what a raw NCCL call costs.
+//
+// Why blocking: NCCL runs every group of a non-blocking communicator (blocking = 0) on a thread
+// it creates for that call and returns ncclInProgress, so each collective paid a thread creation
+// and our polling (about 130 µs of host time). A blocking communicator issues the call inline, as
+// torch's default NCCL process group does. But blocking initialisation has no deadline, so:
 //
 // Creation (collective over the group): every rank loads NCCL and checks its device, the ranks
 // share whether that worked and which NCCL version they loaded, rank 0 makes the unique id and
-// broadcasts it over the group, and every rank runs ncclCommInitRankConfig with blocking = 0,
-// polling ncclCommGetAsyncError until success or the group's timeout (then ncclCommAbort and
-// TimeoutError naming the group).
+// broadcasts it over the group, every rank runs ncclCommInitRankConfig with blocking = 0 and
+// polls it (deadline: the group's timeout), then splits that communicator into a blocking one
+// (ncclCommSplit runs on the non-blocking parent's thread, so it is polled with the same
+// deadline) and retires the parent. On expiry the parent is aborted (which aborts the child's
+// initialisation too) and TimeoutError names the group.
 //
-// Operations: enqueue() issues one NCCL call (or a group of them) on a stream, settles
-// ncclInProgress by polling with the group's timeout, and records a CUDA event after it. A
-// watchdog thread checks ncclCommGetAsyncError and the oldest event still in flight; on an error,
-// or when an operation has not completed within the timeout, it aborts the communicator and
-// marks it broken. Every later call, and every wait done by our code (wait_event, synchronize),
-// then throws TimeoutError or DistributedError naming the group and the operation. After an
-// abort the NCCL kernels give up, so the streams drain instead of hanging.
+// Operations: every NCCL call goes through call_nccl(), which serialises the calls of this
+// communicator (NCCL requires it) and publishes "op X is inside NCCL until T" in two atomics. A
+// watchdog thread aborts the communicator when a call is still inside NCCL past its deadline (a
+// peer that never joins a connection NCCL sets up lazily), when ncclCommGetAsyncError reports an
+// error, or when the oldest operation tracked on a stream (a CUDA event recorded after it) has not
+// completed within the timeout. Every later call, and every wait done by our code (wait_event,
+// synchronize), then throws TimeoutError or DistributedError naming the group and the operation.
+// After an abort NCCL's kernels give up, so the streams drain instead of hanging.
 //
-// Teardown (destroy, the destructor) cannot deadlock: the watchdog stops, then ncclCommFinalize
-// is polled for a bounded time (min(timeout, 10 s)) and followed by ncclCommDestroy, or the
-// communicator is aborted.
+// The abort of a call that is still inside NCCL comes from the watchdog thread while the caller's
+// thread is in NCCL: NCCL's abort flag makes that call return, which is what torch's watchdog
+// relies on too; NCCL documents only non-blocking communicators for aborting at any point, and
+// this is the one place where we accept that. It happens only on the failure path (a deadline
+// already missed).
+//
+// Teardown (destroy, the destructor) cannot deadlock: operations in flight are drained (bounded),
+// windows are deregistered and the communicator is finalized and destroyed under the same
+// watched calls (limit min(timeout, 10 s)), or the communicator is aborted.
 //
 // Collective rule: create() and every collective enqueued must be called by every rank of the
 // group, in the same order. enqueue() may be called from several threads, but NCCL itself
@@ -52,7 +66,7 @@ namespace cuda {
 /// One NCCL call (or several, for a group), issued with the communicator's handle.
 using NcclCall = std::function<ncclResult_t(const NcclApi& api, ncclComm_t comm)>;
 
-/// A non-blocking NCCL communicator with a watchdog. See the file comment.
+/// A blocking NCCL communicator created within a deadline, with a watchdog. See the file comment.
 class NcclComm {
  public:
   /// Collective over `group`: builds the communicator on `device`; `name` (the coordinator's
@@ -96,7 +110,7 @@ class NcclComm {
   /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
   /// the operation completes. Throws when the communicator is broken or destroyed, when NCCL
   /// reports an error (DistributedError; the communicator is aborted if NCCL says it is broken)
-  /// or when ncclInProgress does not settle within the timeout (TimeoutError, aborted).
+  /// or when the call stays inside NCCL past the timeout (TimeoutError, aborted).
   void enqueue(const char* op, cudaStream_t stream, const NcclCall& call, Tensor keepalive = {});
   /// As enqueue() for several calls between ncclGroupStart and ncclGroupEnd.
   void enqueue_group(const char* op, cudaStream_t stream, const std::vector<NcclCall>& calls,
@@ -125,7 +139,7 @@ class NcclComm {
  private:
   /// An operation whose completion event has not been observed yet.
   struct InFlight {
-    std::string op;
+    const char* op;  ///< a string literal
     cudaEvent_t event;
     std::chrono::steady_clock::time_point enqueued;
     Tensor keepalive;
@@ -135,26 +149,42 @@ class NcclComm {
            std::string name);
 
   // ---- creation (nccl_comm_init.cc) ----
+  /// ncclCommInitRankConfig with blocking = 0, polled until the deadline.
+  ncclComm_t init_parent(const ncclUniqueId& id, std::chrono::steady_clock::time_point deadline);
+  /// ncclCommSplit of `parent` into a blocking communicator, polled until the deadline; aborts
+  /// `parent` and throws on failure.
+  ncclComm_t split_blocking(ncclComm_t parent, std::chrono::steady_clock::time_point deadline);
+  /// Finalizes and destroys the non-blocking `parent` within a bounded time, else aborts it.
+  void retire_parent(ncclComm_t parent);
   /// Collective: shares each rank's readiness and NCCL version; throws on every rank when any
   /// rank is not ready or the versions differ.
   static void agree_on_readiness(ProcessGroup& group, const std::string& name,
                                  std::exception_ptr local_error, int version);
   /// Collective: rank 0's unique id (or its failure) on every rank.
   ncclUniqueId exchange_unique_id();
-  /// ncclCommInitRankConfig (non-blocking), settled within the timeout.
+  /// The blocking communicator (see the file comment), within the group's timeout.
   void init_communicator(const ncclUniqueId& id);
 
   // ---- operations (nccl_comm.cc) ----
-  /// Polls ncclCommGetAsyncError after a call that returned `result` until it settles.
-  void settle(const char* op, ncclResult_t result);
+  /// Runs `call` with the communicator's handle, serialised with this communicator's other NCCL
+  /// calls and watched: still inside NCCL after `limit`, the watchdog aborts the communicator.
+  /// Returns NCCL's result. Throws when the communicator is unusable before the call (`teardown`:
+  /// destroy() may still use it) or was broken during it.
+  ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, const NcclCall& call,
+                         bool teardown = false);
+  /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted
+  /// (TimeoutError / DistributedError) when NCCL reports it broken, else DistributedError says
+  /// NCCL refused the call.
+  [[noreturn]] void fail_call(const char* op, ncclResult_t result);
   /// Records an event for `op` on `stream` for the watchdog (skipped during capture).
   void track(const char* op, cudaStream_t stream, Tensor keepalive);
   /// An event from the pool (or a new one).
   cudaEvent_t take_event();
   /// ": <ncclGetLastError>" or "" when NCCL has nothing to add. Requires mutex_.
   std::string last_error_locked() const;
-  /// ncclCommFinalize polled for at most `limit`; true when it completed. Requires mutex_.
-  bool finalize_locked(std::chrono::milliseconds limit);
+  /// Teardown: finalizes and destroys the communicator with watched calls when `operations_done`
+  /// and it is healthy, else aborts it. True when it was released cleanly.
+  bool close_communicator(bool operations_done, std::chrono::milliseconds limit);
 
   // ---- failure handling (nccl_watchdog.cc) ----
   /// Aborts the communicator and records why; the first reason wins. Requires mutex_.
@@ -167,19 +197,21 @@ class NcclComm {
   [[noreturn]] void throw_broken(const char* op) const;
   /// The watchdog thread's body.
   void watchdog_loop();
-  /// One round: async error, completed and expired operations.
+  /// One round: a call stuck in NCCL, async error, completed and expired operations.
   void watchdog_check();
+  /// Aborts the communicator when a call has been inside NCCL past its deadline.
+  void check_watched_call();
   /// Releases completed in-flight entries after teardown; leaks (and logs) the others.
   void release_in_flight(bool all_completed);
 
   // ---- symmetric windows (nccl_comm_windows.cc) ----
   /// Waits up to `limit` for every in-flight operation to complete; false when some did not.
   bool drain_in_flight(std::chrono::milliseconds limit);
-  /// Teardown: deregisters `windows` (bounded, newest first), before the communicator goes. Windows
-  /// that cannot be deregistered safely are leaked with their memory (logged); the others' memory
-  /// stays with the caller until the communicator is destroyed.
-  void release_windows_locked(std::vector<RegisteredWindow>& windows,
-                              std::chrono::milliseconds limit, bool operations_done);
+  /// Teardown: deregisters `windows` (watched calls, newest first), before the communicator goes.
+  /// Windows that cannot be deregistered safely are leaked with their memory (logged); the
+  /// others' memory stays with the caller until the communicator is destroyed.
+  void release_windows(std::vector<RegisteredWindow>& windows, std::chrono::milliseconds limit,
+                       bool operations_done);
 
   const NcclApi* api_;
   std::shared_ptr<ProcessGroup> group_;
@@ -189,7 +221,16 @@ class NcclComm {
   int size_ = 1;
   std::chrono::milliseconds timeout_;
 
-  /// Guards comm_ and the broken state: NCCL calls, aborts and teardown take it.
+  /// Serialises this communicator's NCCL calls (call_nccl); taken before mutex_, never held by
+  /// the watchdog, so that it can abort a call that hangs.
+  std::mutex call_mutex_;
+  /// The call inside NCCL now (call_nccl): its op and its deadline in steady-clock nanoseconds
+  /// (0: none). Read by the watchdog without locks.
+  std::atomic<const char*> watched_op_{nullptr};
+  std::atomic<std::int64_t> watched_deadline_{0};
+
+  /// Guards comm_ and the broken state: aborts and state changes take it; never held across a
+  /// NCCL call that may wait for peers.
   mutable std::mutex mutex_;
   ncclComm_t comm_ = nullptr;
   bool broken_ = false;

@@ -1,4 +1,6 @@
-// NcclComm creation: readiness agreement, unique id exchange, non-blocking initialisation.
+// NcclComm creation: readiness agreement, unique id exchange, and a blocking communicator made
+// within a deadline (a polled non-blocking parent, split into the blocking communicator).
+#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <exception>
@@ -21,6 +23,9 @@ struct IdMessage {
   std::uint8_t ok;
   ncclUniqueId id;
 };
+
+// How long retiring the non-blocking parent may take before it is aborted instead.
+constexpr std::chrono::milliseconds kRetireLimit{10000};
 
 std::string version_str(int version) {
   return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
@@ -102,12 +107,20 @@ ncclUniqueId NcclComm::exchange_unique_id() {
 
 void NcclComm::init_communicator(const ncclUniqueId& id) {
   DeviceGuard guard(device_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  ncclComm_t parent = init_parent(id, deadline);
+  ncclComm_t comm = split_blocking(parent, deadline);
+  retire_parent(parent);
+  std::lock_guard<std::mutex> lock(mutex_);
+  comm_ = comm;
+}
+
+ncclComm_t NcclComm::init_parent(const ncclUniqueId& id,
+                                 std::chrono::steady_clock::time_point deadline) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every call returns at once; we poll with a deadline
   ncclComm_t comm = nullptr;
-  const ncclResult_t started = api_->CommInitRankConfig(&comm, size_, id, rank_, &config);
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  ncclResult_t state = started;
+  ncclResult_t state = api_->CommInitRankConfig(&comm, size_, id, rank_, &config);
   for (int round = 0; state == ncclInProgress && comm != nullptr; ++round) {
     if (std::chrono::steady_clock::now() >= deadline) {
       api_->CommAbort(comm);
@@ -126,8 +139,53 @@ void NcclComm::init_communicator(const ncclUniqueId& id) {
              " of ", size_, " on ", device_.str(), ") failed: ", nccl_result_text(state),
              detail.empty() ? "" : ": ", detail);
   }
-  std::lock_guard<std::mutex> lock(mutex_);
-  comm_ = comm;
+  return comm;
+}
+
+ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
+                                    std::chrono::steady_clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  // NCCL writes the child's handle from the parent's thread once the split has completed.
+  ncclComm_t child = nullptr;
+  ncclResult_t state = api_->CommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
+  for (int round = 0; state == ncclInProgress; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      api_->CommAbort(parent);  // also stops the child's initialisation
+      GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
+               size_, " on ", device_.str(), ", the blocking communicator) did not complete "
+               "within ", timeout_.count(), " ms; did every rank of the group create it?");
+    }
+    poll_pause(round);
+    api_->CommGetAsyncError(parent, &state);
+  }
+  if (state != ncclSuccess || child == nullptr) {
+    std::string detail;
+    if (api_->GetLastError != nullptr) detail = api_->GetLastError(parent);
+    api_->CommAbort(parent);
+    GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
+             " of ", size_, " on ", device_.str(), ", splitting off the blocking communicator) "
+             "failed: ", nccl_result_text(state), detail.empty() ? "" : ": ", detail);
+  }
+  return child;
+}
+
+void NcclComm::retire_parent(ncclComm_t parent) {
+  // The parent only made the blocking communicator within a deadline; nothing ran on it.
+  const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, kRetireLimit);
+  ncclResult_t state = api_->CommFinalize(parent);
+  for (int round = 0; state == ncclInProgress; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    poll_pause(round);
+    api_->CommGetAsyncError(parent, &state);
+  }
+  if (state == ncclSuccess) {
+    api_->CommDestroy(parent);
+  } else {
+    GC_LOG(Warn, name_, ": the NCCL parent communicator did not finalize (",
+           nccl_result_text(state), "); aborting it");
+    api_->CommAbort(parent);
+  }
 }
 
 }  // namespace cuda

@@ -1,5 +1,6 @@
-// NcclComm's symmetric windows: collective registration with a deadline, and their release at
-// teardown in an order that never frees memory the GPU or NCCL may still use:
+// NcclComm's symmetric windows: collective registration with a deadline (a watched call, see
+// nccl_comm.h), and their release at teardown in an order that never frees memory the GPU or
+// NCCL may still use:
 //   1. wait (bounded) for every operation in flight, 2. deregister each window, 3. finalize and
 //   destroy the communicator (nccl_comm.cc), 4. the memory is freed when its last owner (a pool
 //   tensor, or the released window list) lets go.
@@ -56,52 +57,15 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
              "; every rank must register the same size");
   }
   DeviceGuard guard(device_);
-  // NCCL registers from its own thread and fills the window in there, possibly after the call
-  // returned; the slot lives on the heap so that it stays valid for that write even when we give
-  // up waiting (it is then leaked).
-  auto* slot = new ncclWindow_t(nullptr);
-  ncclResult_t result = ncclSuccess;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    throw_if_unusable_locked(op);
-    result = api_->CommWindowRegister(comm_, data, bytes, slot, flags);
-    if (result != ncclSuccess && result != ncclInProgress) {
-      delete slot;  // the call was refused before NCCL took the slot
-      GC_THROW(DistributedError, name_, " ", op, ": ncclCommWindowRegister refused ", bytes,
-               " bytes: ", nccl_result_text(result), last_error_locked());
-    }
-  }
-  // Done means: the window is filled in AND, after that, the communicator is no longer
-  // ncclInProgress. The order matters: right after the call ncclCommGetAsyncError may still
-  // report the previous ncclSuccess before NCCL's thread has marked the registration in progress
-  // (seen on the H200 host: the next collective then failed with "Attempt to use communicator
-  // before the previous operation returned ncclSuccess").
-  const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  for (int round = 0;; ++round) {
-    {
-      std::lock_guard<std::mutex> lock(mutex_);
-      throw_if_unusable_locked(op);
-      ncclResult_t state = ncclSuccess;
-      api_->CommGetAsyncError(comm_, &state);
-      if (state != ncclSuccess && state != ncclInProgress) {
-        break_locked(false, std::string(op) + ": ncclCommWindowRegister failed: " +
-                                nccl_result_text(state) + last_error_locked());
-        throw_broken(op);
-      }
-      const ncclWindow_t window = *static_cast<volatile ncclWindow_t*>(slot);
-      if (window != nullptr && state == ncclSuccess) {
-        delete slot;
-        return window;
-      }
-      if (std::chrono::steady_clock::now() >= deadline) {
-        break_locked(true, std::string(op) + ": ncclCommWindowRegister of " +
-                               std::to_string(bytes) + " bytes did not complete (or registered " +
-                               "nothing) within " + std::to_string(timeout_.count()) + " ms");
-        throw_broken(op);
-      }
-    }
-    poll_pause(round);
-  }
+  ncclWindow_t window = nullptr;
+  const ncclResult_t result =
+      call_nccl(op, timeout_, [&](const NcclApi& api, ncclComm_t comm) {
+        return api.CommWindowRegister(comm, data, bytes, &window, flags);
+      });
+  if (result != ncclSuccess) fail_call(op, result);
+  GC_CHECK(window != nullptr, name_, " ", op, ": ncclCommWindowRegister registered nothing for ",
+           bytes, " bytes");
+  return window;
 }
 
 bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
@@ -124,23 +88,32 @@ bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
   }
 }
 
-void NcclComm::release_windows_locked(std::vector<RegisteredWindow>& windows,
-                                      std::chrono::milliseconds limit, bool operations_done) {
+void NcclComm::release_windows(std::vector<RegisteredWindow>& windows,
+                               std::chrono::milliseconds limit, bool operations_done) {
   if (windows.empty()) return;
-  if (comm_ == nullptr || !operations_done) {
+  bool usable = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    usable = comm_ != nullptr && !broken_;
+  }
+  if (!usable || !operations_done) {
     GC_LOG(Warn, name_, ": ", windows.size(), " symmetric window(s) kept with their memory: ",
-           comm_ == nullptr ? "the communicator was aborted" : "operations were still running");
+           usable ? "operations were still running" : "the communicator was aborted");
     keep_windows_forever(std::move(windows));
     windows.clear();
     return;
   }
   for (RegisteredWindow& window : windows) {
-    ncclResult_t state = api_->CommWindowDeregister(comm_, window.handle);
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    for (int round = 0; state == ncclInProgress; ++round) {
-      if (std::chrono::steady_clock::now() >= deadline) break;
-      poll_pause(round);
-      api_->CommGetAsyncError(comm_, &state);
+    ncclResult_t state = ncclInternalError;
+    try {
+      state = call_nccl(
+          "deregister window", limit,
+          [&](const NcclApi& api, ncclComm_t comm) {
+            return api.CommWindowDeregister(comm, window.handle);
+          },
+          /*teardown=*/true);
+    } catch (const std::exception& e) {
+      GC_LOG(Warn, name_, ": ", e.what());
     }
     if (state != ncclSuccess) {
       GC_LOG(Warn, name_, ": deregistering a symmetric window failed (",

@@ -7,6 +7,7 @@
 #include "cuda/abort_registry.h"
 #include "cuda/cuda_check.h"
 #include "cuda/nccl_comm.h"
+#include "cuda/steady_nanoseconds.h"
 #include "groupcoord/check.h"
 #include "groupcoord/logging.h"
 
@@ -81,7 +82,18 @@ void NcclComm::watchdog_loop() {
   }
 }
 
+void NcclComm::check_watched_call() {
+  const std::int64_t deadline = watched_deadline_.load(std::memory_order_acquire);
+  if (deadline == 0 || steady_nanoseconds() < deadline) return;
+  const char* op = watched_op_.load(std::memory_order_relaxed);
+  break_comm(true, std::string(op != nullptr ? op : "an NCCL call") +
+                       " did not return from NCCL within the group's timeout of " +
+                       std::to_string(timeout_.count()) +
+                       " ms (a peer that never joined it? did every rank call it?)");
+}
+
 void NcclComm::watchdog_check() {
+  check_watched_call();
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_ && comm_ != nullptr) {
@@ -108,7 +120,9 @@ void NcclComm::watchdog_check() {
         ++it;
       } else {
         (void)cudaGetLastError();
-        if (failure.empty()) failure = it->op + " failed on the GPU: " + cuda_error_text(state);
+        if (failure.empty()) {
+          failure = std::string(it->op) + " failed on the GPU: " + cuda_error_text(state);
+        }
         ++it;
       }
     }
@@ -118,7 +132,8 @@ void NcclComm::watchdog_check() {
           std::chrono::steady_clock::now() - in_flight_.front().enqueued);
       if (age > timeout_) {
         timed_out = true;
-        failure = in_flight_.front().op + " did not complete within the group's timeout of " +
+        failure = std::string(in_flight_.front().op) +
+                  " did not complete within the group's timeout of " +
                   std::to_string(timeout_.count()) + " ms (enqueued " +
                   std::to_string(age.count()) + " ms ago; did every rank call it?)";
       }

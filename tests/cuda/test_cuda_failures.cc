@@ -107,6 +107,45 @@ TEST_F(CudaFailures, APeerThatStopsMakesTheOtherRankTimeOut) {
   EXPECT_LT(Clock::now() - start, kTimeout + std::chrono::seconds(5)) << "teardown was slow";
 }
 
+// The first call of a fresh communicator makes NCCL set up its connections on the host, inside
+// the call: a peer that never joins leaves the caller inside NCCL (not on the GPU), and the
+// watchdog must get it out within the timeout.
+TEST_F(CudaFailures, APeerThatNeverJoinsTheFirstCallMakesTheOtherRankTimeOut) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr auto kTimeout = std::chrono::seconds(5);
+  std::unique_ptr<CudaCommunicator> c = make_communicator("cudatest-cold", kTimeout);
+  const Tensor x = device_floats({1 << 16}, device(), [](std::int64_t) { return 1; });
+  const bool waiting_rank = c->rank_in_group() == 0;
+  struct Done {
+    Store& store;
+    bool waiting;
+    ~Done() {
+      if (waiting) store.set("cold/done", "1");
+    }
+  } done{*store(), waiting_rank};
+  if (waiting_rank) {
+    const auto start = Clock::now();
+    try {
+      const Tensor out = c->all_reduce(x);
+      c->synchronize();
+      ADD_FAILURE() << "the first all_reduce completed although a peer never joined it";
+    } catch (const TimeoutError& e) {
+      const std::string message = e.what();
+      EXPECT_NE(message.find("cudatest-cold"), std::string::npos) << message;
+      EXPECT_NE(message.find("all_reduce"), std::string::npos) << message;
+    }
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    EXPECT_GE(waited, kTimeout - std::chrono::milliseconds(100));
+    EXPECT_LT(waited, kTimeout + std::chrono::seconds(5)) << "raised late";
+    expect_error<TimeoutError>([&] { c->all_reduce(x); }, {"cudatest-cold all_reduce", "aborted"});
+  } else {
+    store()->wait({"cold/done"}, std::chrono::seconds(60));
+  }
+  const auto start = Clock::now();
+  c->destroy();
+  EXPECT_LT(Clock::now() - start, kTimeout + std::chrono::seconds(5)) << "teardown was slow";
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace groupcoord

@@ -1,0 +1,362 @@
+// Host time per CUDA call, groupcoord against raw NCCL on the same ranks, in the same processes
+// and the same run (issue: "CUDA hot path"). For each op and size it times `--calls` back-to-back
+// calls from call to return (the GPU runs behind; the stream is drained between rounds, untimed),
+// `--rounds` rounds alternating raw and groupcoord, and prints the medians, the difference and
+// the ratio. Rows:
+//   raw    NCCL called directly (the same library groupcoord loaded) on a blocking communicator
+//          of the same ranks, preallocated buffers, the same stream
+//   comm   the "cuda" DeviceCommunicator (what GroupCoordinator hands CUDA tensors to; at world
+//          size 1 the coordinator bypasses, so this is the row that runs there)
+//   coord  GroupCoordinator (world size >= 2)
+//   symm   the communicator with NCCL symmetric memory on (--symm; all_reduce always routed)
+// Ops: all_reduce, all_gather (dim 0), reduce_scatter (dim 0), each also with a caller-provided
+// output (out=), all_gatherv / reduce_scatterv with uniform sizes, broadcast, send/recv (world
+// size 2: rank 0 sends, rank 1 receives). Sizes: 1 x f32, 4 KiB bf16, 1 MiB bf16 (the input of
+// all_reduce / all_gather / broadcast / send; reduce_scatter's output).
+//
+//   mpirun -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' \
+//       build/benchmarks/bench_host_overhead [--json PATH] [--rounds 9] [--calls 200] [--symm]
+//
+// A short breakdown first prints what single CUDA runtime calls on the path cost here.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <numeric>
+#include <string>
+#include <vector>
+
+#include "cuda/nccl_api.h"
+#include "groupcoord/cuda/stream.h"
+#include "groupcoord/groupcoord.h"
+#include "groupcoord/parallel_state.h"
+#include "groupcoord/world.h"
+
+namespace {
+
+namespace gc = groupcoord;
+using gc::DType;
+using gc::Tensor;
+using Clock = std::chrono::steady_clock;
+
+struct Options {
+  std::string json;
+  int rounds = 9;
+  int calls = 200;
+  bool symm = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    const bool has_value = i + 1 < argc;
+    if (a == "--json" && has_value) {
+      o.json = argv[++i];
+    } else if (a == "--rounds" && has_value) {
+      o.rounds = std::atoi(argv[++i]);
+    } else if (a == "--calls" && has_value) {
+      o.calls = std::atoi(argv[++i]);
+    } else if (a == "--symm") {
+      o.symm = true;
+    } else {
+      std::fprintf(stderr, "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm]\n");
+      std::exit(2);
+    }
+  }
+  return o;
+}
+
+struct Size {
+  const char* label;
+  DType dtype;
+  std::int64_t elements;
+};
+
+const Size kSizes[] = {{"1xf32", DType::Float32, 1},
+                       {"4KiB-bf16", DType::BFloat16, 2048},
+                       {"1MiB-bf16", DType::BFloat16, 512 * 1024}};
+
+ncclDataType_t nccl_type(DType dtype) {
+  return dtype == DType::Float32 ? ncclFloat32 : ncclBfloat16;
+}
+
+void check_nccl(ncclResult_t result, const char* what) {
+  if (result != ncclSuccess) {
+    throw std::runtime_error(std::string("raw NCCL ") + what + " failed: " +
+                             std::to_string(static_cast<int>(result)));
+  }
+}
+
+/// A blocking NCCL communicator over the world, its id shared through groupcoord's world group.
+ncclComm_t raw_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup& world) {
+  ncclUniqueId id{};
+  if (world.rank() == 0) check_nccl(api.GetUniqueId(&id), "ncclGetUniqueId");
+  world.broadcast(&id, sizeof(id), DType::UInt8, 0);
+  ncclComm_t comm = nullptr;
+  check_nccl(api.CommInitRankConfig(&comm, world.size(), id, world.rank(), nullptr),
+             "ncclCommInitRank");
+  return comm;
+}
+
+/// One timed thing: `calls` calls of `fn` (host time), the stream drained afterwards.
+using Body = std::function<void()>;
+
+double time_round(const Body& body, int calls, cudaStream_t stream, gc::ProcessGroup& world) {
+  world.barrier();
+  const auto start = Clock::now();
+  for (int i = 0; i < calls; ++i) body();
+  const auto stop = Clock::now();
+  cudaStreamSynchronize(stream);
+  return std::chrono::duration<double, std::micro>(stop - start).count() / calls;
+}
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  return v[v.size() / 2];
+}
+
+struct Row {
+  std::string op, size, path;
+  double us = 0;
+};
+
+/// Times the bodies of one (op, size), rounds alternating between them; returns the medians.
+std::vector<double> time_alternating(const std::vector<Body>& bodies, const Options& o,
+                                     cudaStream_t stream, gc::ProcessGroup& world) {
+  for (const Body& body : bodies) {
+    for (int i = 0; i < 5; ++i) body();  // warm-up: connections, allocator, scratch
+  }
+  cudaStreamSynchronize(stream);
+  std::vector<std::vector<double>> samples(bodies.size());
+  for (int round = 0; round < o.rounds; ++round) {
+    for (std::size_t b = 0; b < bodies.size(); ++b) {
+      samples[b].push_back(time_round(bodies[b], o.calls, stream, world));
+    }
+  }
+  std::vector<double> medians;
+  for (auto& s : samples) medians.push_back(median(s));
+  return medians;
+}
+
+/// Cost of single runtime calls on the path, for reading the table.
+void print_breakdown(cudaStream_t stream, gc::Device device) {
+  constexpr int kN = 2000;
+  cudaEvent_t event;
+  cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
+  auto per_call = [&](const std::function<void()>& fn) {
+    const auto start = Clock::now();
+    for (int i = 0; i < kN; ++i) fn();
+    return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kN;
+  };
+  const double record = per_call([&] { cudaEventRecord(event, stream); });
+  cudaStreamSynchronize(stream);
+  const double capturing = per_call([&] {
+    cudaStreamCaptureStatus status;
+    cudaStreamIsCapturing(stream, &status);
+  });
+  const double get_device = per_call([&] {
+    int d;
+    cudaGetDevice(&d);
+  });
+  const double empty = per_call([&] { Tensor t = Tensor::empty({1024}, DType::Float32, device); });
+  cudaStreamSynchronize(stream);
+  std::printf("breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
+              "cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f\n",
+              record, capturing, get_device, empty);
+  cudaEventDestroy(event);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const Options o = parse(argc, argv);
+  int gpus = 0;
+  if (cudaGetDeviceCount(&gpus) != cudaSuccess || gpus == 0) {
+    std::printf("bench_host_overhead: no CUDA device visible; nothing to measure\n");
+    return 0;
+  }
+  try {
+    gc::init_distributed_environment(-1, -1, "env://", -1, "nccl");
+    const gc::RendezvousResult info = gc::world_info();
+    const int n = info.world_size;
+    const int rank = info.rank;
+    const gc::Device device = gc::Device::cuda(info.local_rank % gpus);
+    cudaSetDevice(device.index);
+    cudaStream_t stream = nullptr;
+    cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking);
+    gc::CudaStreamGuard stream_guard(device, stream);
+    std::shared_ptr<gc::ProcessGroup> world = gc::world_group();
+
+    const gc::cuda::NcclApi& api = gc::cuda::nccl_api();
+    ncclComm_t raw = raw_communicator(api, *world);
+    gc::register_builtin_device_communicators();
+    gc::DeviceCommunicatorContext context;
+    context.cpu_group = world;
+    context.device = device;
+    context.unique_name = "bench-comm";
+    std::unique_ptr<gc::DeviceCommunicator> comm = gc::create_device_communicator("cuda", context);
+    std::unique_ptr<gc::DeviceCommunicator> symm;
+    if (o.symm) {
+      setenv("GROUPCOORD_USE_NCCL_SYMM_MEM", "1", 1);
+      setenv("GROUPCOORD_SYMM_ALL_REDUCE", "always", 1);
+      context.unique_name = "bench-symm";
+      symm = gc::create_device_communicator("cuda", context);
+    }
+    std::unique_ptr<gc::GroupCoordinator> coord;
+    if (n >= 2) {
+      std::vector<int> all(n);
+      std::iota(all.begin(), all.end(), 0);
+      coord = std::make_unique<gc::GroupCoordinator>(std::vector<std::vector<int>>{all},
+                                                     info.local_rank, "nccl", true, false,
+                                                     std::string("bench-coord"));
+    }
+    const bool print = rank == 0;
+    if (print) {
+      std::printf("bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
+                  "calls, host µs per call (median)\n",
+                  n, gpus, api.version, o.rounds, o.calls);
+      print_breakdown(stream, device);
+      std::printf("%-22s %-10s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us", "comm_us",
+                  "coord_us", "symm_us", "diff_us", "ratio");
+    }
+    std::vector<Row> rows;
+    for (const Size& size : kSizes) {
+      const std::int64_t e = size.elements;
+      const std::size_t count = static_cast<std::size_t>(e);
+      const ncclDataType_t type = nccl_type(size.dtype);
+      Tensor x = Tensor::empty({e}, size.dtype, device);
+      Tensor wide = Tensor::empty({e * n}, size.dtype, device);
+      Tensor out_same = Tensor::empty({e}, size.dtype, device);
+      Tensor out_wide = Tensor::empty({e * n}, size.dtype, device);
+      cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+      cudaMemsetAsync(wide.data_ptr(), 0, wide.nbytes(), stream);
+      cudaStreamSynchronize(stream);
+      const std::vector<std::int64_t> uniform(n, e);
+      struct Case {
+        std::string op;
+        Body raw;
+        std::function<void(gc::DeviceCommunicator&)> comm;
+        std::function<void(gc::GroupCoordinator&)> coord;
+        bool symmetric_path = false;
+      };
+      std::vector<Case> cases = {
+          {"all_reduce", [&] { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.all_reduce(x); },
+           [&](gc::GroupCoordinator& g) { g.all_reduce(x); }, true},
+          {"all_reduce(out)", [&] { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.all_reduce(x, out_same); },
+           [&](gc::GroupCoordinator& g) { g.all_reduce(x, out_same); }, true},
+          {"all_gather", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0); },
+           [&](gc::GroupCoordinator& g) { g.all_gather(x, 0); }, true},
+          {"all_gather(out)", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0, out_wide); },
+           [&](gc::GroupCoordinator& g) { g.all_gather(x, 0, out_wide); }, true},
+          {"reduce_scatter", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0); },
+           [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0); }, true},
+          {"reduce_scatter(out)", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0, out_same); },
+           [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0, out_same); }, true},
+          {"all_gatherv(uniform)", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.all_gatherv(x, 0, uniform); },
+           [&](gc::GroupCoordinator& g) { g.all_gatherv(x, 0, uniform); }},
+          {"reduce_scatterv(uniform)", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.reduce_scatterv(wide, 0, uniform); },
+           [&](gc::GroupCoordinator& g) { g.reduce_scatterv(wide, 0, uniform); }},
+          {"broadcast", [&] { api.Broadcast(x.data_ptr(), x.data_ptr(), count, type, 0, raw, stream); },
+           [&](gc::DeviceCommunicator& c) { c.broadcast(x, 0); },
+           [&](gc::GroupCoordinator& g) { g.broadcast(x, 0); }},
+      };
+      if (n == 2) {
+        const bool sender = rank == 0;
+        cases.push_back(
+            {sender ? "send(rank0)" : "recv(rank1)",
+             [&, sender] {
+               if (sender) {
+                 api.Send(x.data_ptr(), count, type, 1, raw, stream);
+               } else {
+                 api.Recv(out_same.data_ptr(), count, type, 0, raw, stream);
+               }
+             },
+             [&, sender](gc::DeviceCommunicator& c) {
+               if (sender) {
+                 c.send(x, 1);
+               } else {
+                 c.recv({e}, size.dtype, 0);
+               }
+             },
+             [&, sender](gc::GroupCoordinator& g) {
+               if (sender) {
+                 g.send(x, 1);
+               } else {
+                 g.recv({e}, size.dtype, 0);
+               }
+             }});
+      }
+      for (const Case& c : cases) {
+        std::vector<Body> bodies = {c.raw, [&] { c.comm(*comm); }};
+        if (coord) bodies.push_back([&] { c.coord(*coord); });
+        const bool with_symm = symm && c.symmetric_path && size.dtype == DType::BFloat16;
+        if (with_symm) bodies.push_back([&] { c.comm(*symm); });
+        const std::vector<double> m = time_alternating(bodies, o, stream, *world);
+        std::size_t k = 0;
+        const double raw_us = m[k++];
+        const double comm_us = m[k++];
+        const double coord_us = coord ? m[k++] : -1;
+        const double symm_us = with_symm ? m[k++] : -1;
+        // The path users take: the coordinator where it runs, else the communicator.
+        const double ours = coord ? coord_us : comm_us;
+        rows.push_back({c.op, size.label, "raw", raw_us});
+        rows.push_back({c.op, size.label, "comm", comm_us});
+        if (coord) rows.push_back({c.op, size.label, "coord", coord_us});
+        if (with_symm) rows.push_back({c.op, size.label, "symm", symm_us});
+        if (print) {
+          auto cell = [](double v) {
+            static char buf[4][32];
+            static int slot = 0;
+            char* b = buf[slot++ % 4];
+            if (v < 0) {
+              std::snprintf(b, 32, "%9s", "-");
+            } else {
+              std::snprintf(b, 32, "%9.2f", v);
+            }
+            return b;
+          };
+          std::printf("%-22s %-10s %9.2f %s %s %s %+8.2f %9.3f\n", c.op.c_str(), size.label,
+                      raw_us, cell(comm_us), cell(coord_us), cell(symm_us), ours - raw_us,
+                      ours / raw_us);
+        }
+      }
+    }
+    if (print && !o.json.empty()) {
+      std::ofstream out(o.json);
+      out << "{\"world_size\": " << n << ", \"nccl_version\": " << api.version
+          << ", \"rounds\": " << o.rounds << ", \"calls\": " << o.calls << ", \"rows\": [";
+      for (std::size_t i = 0; i < rows.size(); ++i) {
+        out << (i ? ", " : "") << "{\"op\": \"" << rows[i].op << "\", \"size\": \""
+            << rows[i].size << "\", \"path\": \"" << rows[i].path << "\", \"us\": " << rows[i].us
+            << "}";
+      }
+      out << "]}\n";
+    }
+    cudaStreamSynchronize(stream);
+    if (symm) symm->destroy();
+    comm->destroy();
+    if (coord) coord->destroy();
+    api.CommDestroy(raw);
+    gc::destroy_distributed_environment();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_host_overhead: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}
