@@ -7,6 +7,7 @@
 
 #include "groupcoord/check.h"
 #include "py_tensor.h"
+#include "stream_order.h"
 
 namespace py = pybind11;
 
@@ -173,6 +174,35 @@ ImportedArray import_dlpack(py::handle obj, const ArgContext& ctx, py::handle st
 
 bool is_py_tensor(py::handle obj) { return py::isinstance<PyTensor>(obj); }
 
+/// A groupcoord.Tensor: on a `stream=` other than the one it was made on, that stream waits for
+/// it (as a DLPack producer would arrange).
+ImportedArray import_py_tensor(py::handle obj, py::handle stream) {
+  const PyTensor& t = obj.cast<const PyTensor&>();
+  ImportedArray out;
+  out.tensor = t.tensor;
+  out.library = &library_by_name("dlpack");
+  out.stream = t.stream;
+  if (t.tensor.device().is_cuda() && !stream.is_none()) {
+    out.stream = stream_handle(stream);
+    if (t.stream) order_streams(t.tensor.device(), *t.stream, *out.stream);
+  } else if (!out.stream) {
+    out.stream = groupcoord_stream(t.tensor.device());
+  }
+  return out;
+}
+
+/// The fast path (framework_array.h), or false.
+bool import_framework(py::handle obj, py::handle stream, ImportedArray* out) {
+  FrameworkArray array;
+  if (!read_framework_array(obj, &array)) return false;
+  out->tensor = array.tensor;
+  out->library = &framework_library(array.framework);
+  out->stream = framework_call_stream(stream, array.framework, array.tensor.device());
+  out->framework = array.framework;
+  out->object = obj;
+  return true;
+}
+
 }  // namespace
 
 bool is_array(py::handle obj) {
@@ -180,15 +210,16 @@ bool is_array(py::handle obj) {
 }
 
 ImportedArray import_array(py::handle obj, const ArgContext& ctx, Access access,
-                           py::handle stream) {
+                           py::handle stream, Ownership ownership) {
   if (is_numpy_array(obj)) {
-    return ImportedArray{import_numpy(obj, ctx, access), &library_by_name("numpy"), {}};
+    ImportedArray out;
+    out.tensor = import_numpy(obj, ctx, access);
+    out.library = &library_by_name("numpy");
+    return out;
   }
-  if (is_py_tensor(obj)) {
-    const PyTensor& t = obj.cast<const PyTensor&>();
-    StreamHandle s = resolve_stream(stream, nullptr, t.tensor.device());
-    return ImportedArray{t.tensor, &library_by_name("dlpack"), s ? s : t.stream};
-  }
+  if (is_py_tensor(obj)) return import_py_tensor(obj, stream);
+  ImportedArray fast;
+  if (ownership == Ownership::Borrowed && import_framework(obj, stream, &fast)) return fast;
   if (!py::hasattr(obj, "__dlpack__")) {
     fail(ctx, "must be an array (numpy, torch, cupy or any object with __dlpack__), got " +
                   type_name(obj));

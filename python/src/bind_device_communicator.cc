@@ -49,17 +49,18 @@ std::shared_ptr<Work> async_op(const CommPtr& self, py::object tensor, int peer,
 void bind_tensor_ops(py::class_<PyCommunicator, CommPtr>& cls) {
   cls.def(
          "all_reduce",
-         [](const CommPtr& s, py::object x, py::object stream) {
-           return op_all_reduce(target(s), x, stream);
+         [](const CommPtr& s, py::object x, py::object out, py::object stream) {
+           return op_all_reduce(target(s), x, out, stream);
          },
-         "input_"_a, py::kw_only(), "stream"_a = py::none(), "Sum across the group (out of place).")
+         "input_"_a, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+         "Sum across the group (out of place, or into ``out``, which is returned).")
       .def(
           "all_gather",
-          [](const CommPtr& s, py::object x, int dim, py::object stream) {
-            return op_all_gather(target(s), x, dim, stream);
+          [](const CommPtr& s, py::object x, int dim, py::object out, py::object stream) {
+            return op_all_gather(target(s), x, dim, out, stream);
           },
-          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
-          "Concatenation of every rank's input along dim.")
+          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "Concatenation of every rank's input along dim (into ``out`` when given).")
       .def(
           "all_gatherv",
           [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {
@@ -69,11 +70,11 @@ void bind_tensor_ops(py::class_<PyCommunicator, CommPtr>& cls) {
           "all_gather with per-rank sizes along dim (one array, or a list of arrays).")
       .def(
           "reduce_scatter",
-          [](const CommPtr& s, py::object x, int dim, py::object stream) {
-            return op_reduce_scatter(target(s), x, dim, stream);
+          [](const CommPtr& s, py::object x, int dim, py::object out, py::object stream) {
+            return op_reduce_scatter(target(s), x, dim, out, stream);
           },
-          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
-          "Sum across the group, then this rank's slice along dim.")
+          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          "Sum across the group, then this rank's slice along dim (into ``out`` when given).")
       .def(
           "reduce_scatterv",
           [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {

@@ -1,5 +1,6 @@
 // GroupCoordinator's tensor calls. World size 1 bypasses as vLLM does: all_reduce, all_gather,
-// reduce_scatter, gather and broadcast return their input object itself.
+// reduce_scatter, gather and broadcast return their input object itself — except with `out=`,
+// where the input is copied into `out` (checked as at any size) and `out` is returned.
 #include <string>
 
 #include "bindings.h"
@@ -28,21 +29,31 @@ py::object bypass(const GroupPtr& g, py::object input, const char* op) {
 void bind_collectives(GroupClass& cls) {
   cls.def(
          "all_reduce",
-         [](const GroupPtr& g, py::object x, py::object stream) {
-           if (py::object same = bypass(g, x, "all_reduce")) return same;
-           return op_all_reduce(target(g), x, stream);
+         [](const GroupPtr& g, py::object x, py::object out, py::object stream) {
+           if (out.is_none()) {
+             if (py::object same = bypass(g, x, "all_reduce")) return same;
+           }
+           return op_all_reduce(target(g), x, out, stream);
          },
-         "input_"_a, py::kw_only(), "stream"_a = py::none(), R"doc(
+         "input_"_a, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(), R"doc(
 Sum across the group, out of place (collective over the group). Returns the caller's array type;
-at world size 1 returns ``input_`` itself. ``stream``: CUDA stream (ignored on CPU).)doc")
+at world size 1 returns ``input_`` itself. ``out``: an array of the input's shape, dtype and
+device, contiguous, to write the result into (may be ``input_``: in place); the call then returns
+``out`` itself (at world size 1 the input is copied into it). torch and cupy CUDA results without
+``out`` are allocated by torch / cupy. ``stream``: CUDA stream (ignored on CPU).)doc")
       .def(
           "all_gather",
-          [](const GroupPtr& g, py::object x, int dim, py::object stream) {
-            if (py::object same = bypass(g, x, "all_gather")) return same;
-            return op_all_gather(target(g), x, dim, stream);
+          [](const GroupPtr& g, py::object x, int dim, py::object out, py::object stream) {
+            if (out.is_none()) {
+              if (py::object same = bypass(g, x, "all_gather")) return same;
+            }
+            return op_all_gather(target(g), x, dim, out, stream);
           },
-          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
-          "Concatenation of every rank's input along dim (collective).")
+          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          R"doc(
+Concatenation of every rank's input along dim (collective). ``out``: a contiguous array of the
+result's shape (dim multiplied by the world size), the input's dtype and device, written and
+returned.)doc")
       .def(
           "all_gatherv",
           [](const GroupPtr& g, py::object x, int dim, py::object sizes, py::object stream) {
@@ -55,12 +66,16 @@ one array or a list of arrays (returns the same shape of result). Needs a device
 ValueError "No device communicator found" at world size 1, as vLLM.)doc")
       .def(
           "reduce_scatter",
-          [](const GroupPtr& g, py::object x, int dim, py::object stream) {
-            if (py::object same = bypass(g, x, "reduce_scatter")) return same;
-            return op_reduce_scatter(target(g), x, dim, stream);
+          [](const GroupPtr& g, py::object x, int dim, py::object out, py::object stream) {
+            if (out.is_none()) {
+              if (py::object same = bypass(g, x, "reduce_scatter")) return same;
+            }
+            return op_reduce_scatter(target(g), x, dim, out, stream);
           },
-          "input_"_a, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
-          "Sum across the group, then this rank's 1/world_size slice along dim (collective).")
+          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
+          R"doc(
+Sum across the group, then this rank's 1/world_size slice along dim (collective). ``out``: a
+contiguous array of the slice's shape, the input's dtype and device, written and returned.)doc")
       .def(
           "reduce_scatterv",
           [](const GroupPtr& g, py::object x, int dim, py::object sizes, py::object stream) {

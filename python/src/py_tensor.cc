@@ -3,11 +3,14 @@
 #include <dlpack/dlpack.h>
 #include <pybind11/numpy.h>
 
+#include <cstdint>
 #include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "groupcoord/check.h"
+#include "stream_order.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -69,12 +72,6 @@ py::object to_numpy(const Tensor& tensor) {
                    tensor.data_ptr(), base);
 }
 
-py::tuple int_tuple(const Shape& values) {
-  py::tuple out(values.size());
-  for (std::size_t i = 0; i < values.size(); ++i) out[i] = py::int_(values[i]);
-  return out;
-}
-
 /// DLPack device codes: kDLCPU 1, kDLCUDA 2.
 py::tuple dlpack_device(const Tensor& tensor) {
   const Device device = tensor.device();
@@ -82,8 +79,27 @@ py::tuple dlpack_device(const Tensor& tensor) {
   return py::make_tuple(static_cast<int>(kDLCUDA), device.index);
 }
 
-/// __dlpack__: a legacy "dltensor" capsule (DLPack 0.6). `stream` is the consumer's stream; a
-/// CUDA result made on another stream is synchronized first (groupcoord has no event API yet).
+/// The consumer's stream of __dlpack__(stream=...) on CUDA, as the DLPack / Array API standard
+/// numbers them: None is the legacy default stream, -1 asks for no ordering (nullopt), 0 is not
+/// allowed (ambiguous), 1 the legacy default stream, 2 the per-thread default stream, anything
+/// else a cudaStream_t.
+std::optional<std::uintptr_t> consumer_stream(py::handle stream) {
+  if (stream.is_none()) return kLegacyDefaultStream;
+  GC_CHECK(py::isinstance<py::int_>(stream),
+           "groupcoord.Tensor.__dlpack__: stream must be None or an int, got ",
+           py::repr(stream).cast<std::string>());
+  const auto value = stream.cast<long long>();
+  if (value == -1) return std::nullopt;
+  GC_CHECK(value > 0, "groupcoord.Tensor.__dlpack__: stream=", value,
+           " is not a CUDA stream number (DLPack: None or 1 for the legacy default stream, 2 "
+           "for the per-thread default stream, -1 for no synchronisation, or a stream handle; "
+           "0 is ambiguous and not allowed)");
+  return static_cast<std::uintptr_t>(value);
+}
+
+/// __dlpack__: a legacy "dltensor" capsule (DLPack 0.6). On CUDA, where the consumer's stream
+/// is not the one the tensor was produced on, the consumer's stream is made to wait for the
+/// producer's with an event: never a host synchronisation.
 py::capsule dlpack(const PyTensor& self, py::handle stream, py::handle /*max_version*/,
                    py::handle dl_device, py::handle /*copy*/) {
   if (!dl_device.is_none()) {
@@ -91,18 +107,10 @@ py::capsule dlpack(const PyTensor& self, py::handle stream, py::handle /*max_ver
              "groupcoord.Tensor.__dlpack__: ", "cannot export ", self.tensor.device().str(),
              " memory to device ", py::repr(dl_device).cast<std::string>());
   }
-#ifdef GROUPCOORD_WITH_CUDA
-  if (self.tensor.device().is_cuda() && self.stream && py::isinstance<py::int_>(stream)) {
-    const auto consumer = stream.cast<std::int64_t>();
-    if (consumer != -1 && static_cast<std::uintptr_t>(consumer) != *self.stream) {
-      py::gil_scoped_release release;
-      CudaStreamGuard guard(self.tensor.device(), *self.stream);
-      synchronize_current_cuda_stream(self.tensor.device());
-    }
+  if (self.tensor.device().is_cuda()) {
+    const std::optional<std::uintptr_t> consumer = consumer_stream(stream);
+    if (consumer && self.stream) order_streams(self.tensor.device(), *self.stream, *consumer);
   }
-#else
-  (void)stream;
-#endif
   return make_capsule(self.tensor);
 }
 
@@ -125,7 +133,14 @@ py::dict array_interface(const PyTensor& self) {
 
 }  // namespace
 
+py::tuple int_tuple(const Shape& values) {
+  py::tuple out(values.size());
+  for (std::size_t i = 0; i < values.size(); ++i) out[i] = py::int_(values[i]);
+  return out;
+}
+
 py::object export_tensor(const Tensor& tensor, const ArrayLibrary& library, StreamHandle stream) {
+  if (!stream) stream = groupcoord_stream(tensor.device());  // CUDA: made on groupcoord's stream
   switch (library.kind) {
     case ArrayLibrary::Kind::Numpy:
       if (tensor.device().is_cpu() && numpy_name(tensor.dtype()) != nullptr) {
@@ -164,7 +179,12 @@ call returns when no library applies (e.g. bfloat16 results asked for as numpy, 
           "'cpu' or 'cuda:N'.")
       .def("__dlpack__", &dlpack, py::kw_only(), "stream"_a = py::none(),
            "max_version"_a = py::none(), "dl_device"_a = py::none(), "copy"_a = py::none(),
-           "DLPack export: a 'dltensor' capsule sharing this tensor's memory.")
+           R"doc(
+DLPack export: a 'dltensor' capsule sharing this tensor's memory. ``stream`` (CUDA) is the
+consumer's stream as the DLPack standard numbers them: None or 1 the legacy default stream, 2 the
+per-thread default stream, -1 no synchronisation, else a ``cudaStream_t`` handle; 0 raises
+ValueError. When it differs from the stream the tensor was made on, the consumer's stream waits
+for that one through a CUDA event (no host synchronisation).)doc")
       .def(
           "__dlpack_device__", [](const PyTensor& self) { return dlpack_device(self.tensor); },
           "(device_type, device_id) as DLPack codes: (1, 0) for CPU, (2, N) for CUDA N.")

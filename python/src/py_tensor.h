@@ -12,7 +12,8 @@
 namespace groupcoord {
 namespace python {
 
-/// The Python-side object: the tensor and the stream its producing call ran on.
+/// The Python-side object: the tensor and, on CUDA, the stream its producing call ran on (what
+/// __dlpack__ orders a consumer's stream after).
 struct PyTensor {
   Tensor tensor;
   StreamHandle stream;
@@ -23,9 +24,13 @@ void bind_tensor(pybind11::module_& module);
 
 /// `tensor` as `library`'s array type, without copying: a numpy.ndarray over the memory, or
 /// library.from_dlpack(groupcoord.Tensor). dtypes numpy lacks (bfloat16, fp8) and CUDA tensors
-/// asked for as numpy come back as groupcoord.Tensor.
+/// asked for as numpy come back as groupcoord.Tensor. `stream`: the stream a CUDA tensor was
+/// produced on (default: groupcoord's current stream).
 pybind11::object export_tensor(const Tensor& tensor, const ArrayLibrary& library,
                                StreamHandle stream = std::nullopt);
+
+/// `values` as a tuple of Python ints (shapes, strides).
+pybind11::tuple int_tuple(const Shape& values);
 
 }  // namespace python
 }  // namespace groupcoord

@@ -2,7 +2,9 @@
 
 #include <string>
 
+#include "framework_array.h"
 #include "groupcoord/check.h"
+#include "stream_order.h"
 
 namespace py = pybind11;
 
@@ -10,7 +12,17 @@ namespace groupcoord {
 namespace python {
 namespace {
 
-std::uintptr_t handle_from_object(py::handle stream) {
+/// The current stream of the caller's library on `device`, when it has one.
+StreamHandle library_stream(const ArrayLibrary* library, Device device) {
+  if (library == nullptr) return std::nullopt;
+  if (library->name == "torch") return framework_current_stream(Framework::Torch, device.index);
+  if (library->name == "cupy") return framework_current_stream(Framework::Cupy, device.index);
+  return std::nullopt;
+}
+
+}  // namespace
+
+std::uintptr_t stream_handle(py::handle stream) {
   if (py::isinstance<py::int_>(stream)) return stream.cast<std::uintptr_t>();
   if (py::hasattr(stream, "__cuda_stream__")) {  // CUDA Python: (version, handle)
     py::tuple value = stream.attr("__cuda_stream__")();
@@ -25,33 +37,23 @@ std::uintptr_t handle_from_object(py::handle stream) {
   return 0;
 }
 
-/// The current stream of the caller's library on `device`, when it has one.
-StreamHandle library_stream(const ArrayLibrary* library, Device device) {
-  if (library == nullptr) return std::nullopt;
-  if (library->name == "torch") {
-    py::object cuda = py::module_::import("torch").attr("cuda");
-    return cuda.attr("current_stream")(device.index).attr("cuda_stream").cast<std::uintptr_t>();
-  }
-  if (library->name == "cupy") {
-    py::object cuda = py::module_::import("cupy").attr("cuda");
-    py::object dev = cuda.attr("Device")(device.index);
-    dev.attr("__enter__")();
-    std::uintptr_t handle = cuda.attr("get_current_stream")().attr("ptr").cast<std::uintptr_t>();
-    dev.attr("__exit__")(py::none(), py::none(), py::none());
-    return handle;
-  }
+StreamHandle groupcoord_stream(Device device) {
+#ifdef GROUPCOORD_WITH_CUDA
+  if (device.is_cuda()) return cuda_stream_handle(current_cuda_stream(device));
+#endif
   return std::nullopt;
 }
 
-}  // namespace
-
 StreamHandle resolve_stream(py::handle stream, const ArrayLibrary* library, Device device) {
   if (!device.is_cuda()) return std::nullopt;
-  if (!stream.is_none()) return handle_from_object(stream);
-  return library_stream(library, device);
+  if (!stream.is_none()) return stream_handle(stream);
+  if (StreamHandle handle = library_stream(library, device)) return handle;
+  // No library stream to follow: groupcoord's own, named explicitly so that a producer's
+  // __dlpack__ orders its work before it (None would mean the legacy default stream).
+  return groupcoord_stream(device);
 }
 
-std::uintptr_t dlpack_stream_argument(std::uintptr_t handle) { return handle == 0 ? 1 : handle; }
+std::uintptr_t dlpack_stream_argument(std::uintptr_t handle) { return canonical_stream(handle); }
 
 }  // namespace python
 }  // namespace groupcoord

@@ -3,6 +3,11 @@
 // (interruptibly for host tensors, see blocking_call.h) on the right CUDA stream, give the result
 // back as the caller's array type.
 //
+// torch and cupy CUDA inputs are borrowed (framework_array.h): the calls that enqueue CUDA work run
+// inline, so the caller's arrays outlive every use of the views. all_reduce, all_gather and
+// reduce_scatter write into `out=` or into an array of the caller's library (output_arg.h) and
+// return it; no call waits on the host for the GPU.
+//
 // Every body captures what it uses by value, including `keep` (the Python-side owner of the
 // target), because an interrupted call keeps running after the caller has returned.
 #pragma once
@@ -20,6 +25,7 @@
 #include "dtype_arg.h"
 #include "groupcoord/device_communicator.h"
 #include "groupcoord/group_coordinator.h"
+#include "output_arg.h"
 #include "py_tensor.h"
 
 namespace groupcoord {
@@ -40,6 +46,20 @@ inline BlockingKind kind_for(const Tensor& tensor) {
   return tensor.device().is_cuda() ? BlockingKind::Enqueue : BlockingKind::Collective;
 }
 
+/// As above for an input and its output: inline when either is on CUDA (a borrowed view must
+/// never be left to an abandoned call; such a pair is refused by the call's checks anyway).
+inline BlockingKind kind_for(const Tensor& input, const Tensor& out) {
+  return out.device().is_cuda() ? BlockingKind::Enqueue : kind_for(input);
+}
+
+/// As above for a list: inline when any is on CUDA (borrowed views).
+inline BlockingKind kind_for_all(const std::vector<Tensor>& tensors) {
+  for (const Tensor& t : tensors) {
+    if (t.device().is_cuda()) return BlockingKind::Enqueue;
+  }
+  return BlockingKind::Collective;
+}
+
 /// `out` as the type `in` came as.
 inline pybind11::object export_like(const Tensor& out, const ImportedArray& in) {
   return export_tensor(out, library_or_default(in.library, out.device()), in.stream);
@@ -52,45 +72,76 @@ Shape shape_from_python(pybind11::handle size, const std::string& label);
 /// `dst=` / `src=` that may be None.
 std::optional<int> optional_rank(pybind11::handle rank);
 
+/// Runs `call(target, x, out)` (an out= overload) on `in`'s stream and returns `out`'s object.
+template <typename T, typename Call>
+pybind11::object run_into(const OpTarget<T>& g, const ImportedArray& in, OutputArray out,
+                          Call call) {
+  call_blocking(kind_for(in.tensor, out.tensor),
+                [t = g.target, keep = g.keep, x = in.tensor, y = out.tensor, s = in.stream, call] {
+                  with_stream(x.device(), s, [&] { call(*t, x, y); });
+                });
+  return std::move(out.object);
+}
+
+/// all_reduce into `out` (None: a new array for torch/cupy CUDA inputs, else the C++ result).
 template <typename T>
 pybind11::object op_all_reduce(const OpTarget<T>& g, pybind11::handle input,
-                               pybind11::handle stream) {
-  ImportedArray in = import_array(input, {g.label, "all_reduce", "input_"}, Access::Read, stream);
-  Tensor out = call_blocking(kind_for(in.tensor),
-                             [t = g.target, keep = g.keep, x = in.tensor, s = in.stream] {
-                               return with_stream(x.device(), s, [&] { return t->all_reduce(x); });
-                             });
-  return export_like(out, in);
+                               pybind11::handle out, pybind11::handle stream) {
+  ImportedArray in = import_array(input, {g.label, "all_reduce", "input_"}, Access::Read, stream,
+                                  Ownership::Borrowed);
+  if (auto o = output_array(out, in, in.tensor.shape(), {g.label, "all_reduce", "out"}, stream)) {
+    return run_into(g, in, std::move(*o),
+                    [](T& t, const Tensor& x, const Tensor& y) { t.all_reduce(x, y); });
+  }
+  Tensor result = call_blocking(kind_for(in.tensor),
+                                [t = g.target, keep = g.keep, x = in.tensor, s = in.stream] {
+                                  return with_stream(x.device(), s,
+                                                     [&] { return t->all_reduce(x); });
+                                });
+  return export_like(result, in);
 }
 
 template <typename T>
 pybind11::object op_all_gather(const OpTarget<T>& g, pybind11::handle input, int dim,
-                               pybind11::handle stream) {
-  ImportedArray in = import_array(input, {g.label, "all_gather", "input_"}, Access::Read, stream);
-  Tensor out = call_blocking(
+                               pybind11::handle out, pybind11::handle stream) {
+  ImportedArray in = import_array(input, {g.label, "all_gather", "input_"}, Access::Read, stream,
+                                  Ownership::Borrowed);
+  const auto shape = gathered_shape(in.tensor.shape(), dim, g.target->world_size());
+  if (auto o = output_array(out, in, shape, {g.label, "all_gather", "out"}, stream)) {
+    return run_into(g, in, std::move(*o),
+                    [dim](T& t, const Tensor& x, const Tensor& y) { t.all_gather(x, dim, y); });
+  }
+  Tensor result = call_blocking(
       kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dim] {
         return with_stream(x.device(), s, [&] { return t->all_gather(x, dim); });
       });
-  return export_like(out, in);
+  return export_like(result, in);
 }
 
 template <typename T>
 pybind11::object op_reduce_scatter(const OpTarget<T>& g, pybind11::handle input, int dim,
-                                   pybind11::handle stream) {
-  ImportedArray in =
-      import_array(input, {g.label, "reduce_scatter", "input_"}, Access::Read, stream);
-  Tensor out = call_blocking(
+                                   pybind11::handle out, pybind11::handle stream) {
+  ImportedArray in = import_array(input, {g.label, "reduce_scatter", "input_"}, Access::Read,
+                                  stream, Ownership::Borrowed);
+  const auto shape = scattered_shape(in.tensor.shape(), dim, g.target->world_size());
+  if (auto o = output_array(out, in, shape, {g.label, "reduce_scatter", "out"}, stream)) {
+    return run_into(g, in, std::move(*o), [dim](T& t, const Tensor& x, const Tensor& y) {
+      t.reduce_scatter(x, dim, y);
+    });
+  }
+  Tensor result = call_blocking(
       kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dim] {
         return with_stream(x.device(), s, [&] { return t->reduce_scatter(x, dim); });
       });
-  return export_like(out, in);
+  return export_like(result, in);
 }
 
 template <typename T>
 pybind11::object op_reduce_scatterv(const OpTarget<T>& g, pybind11::handle input, int dim,
                                     pybind11::handle sizes, pybind11::handle stream) {
   ImportedArray in =
-      import_array(input, {g.label, "reduce_scatterv", "input_"}, Access::Read, stream);
+      import_array(input, {g.label, "reduce_scatterv", "input_"}, Access::Read, stream,
+                   Ownership::Borrowed);
   Tensor out =
       call_blocking(kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream,
                                           dim, v = sizes_from_python(sizes)] {
@@ -110,16 +161,18 @@ pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, in
   if (is_list) {
     for (pybind11::handle item : input) {
       ins.push_back(
-          import_array(item, {g.label, "all_gatherv", "input_[i]"}, Access::Read, stream));
+          import_array(item, {g.label, "all_gatherv", "input_[i]"}, Access::Read, stream,
+                       Ownership::Borrowed));
       xs.push_back(ins.back().tensor);
     }
     GC_CHECK(!xs.empty(), g.label, ".all_gatherv: input_ is an empty list");
   } else {
-    ins.push_back(import_array(input, {g.label, "all_gatherv", "input_"}, Access::Read, stream));
+    ins.push_back(import_array(input, {g.label, "all_gatherv", "input_"}, Access::Read, stream,
+                               Ownership::Borrowed));
     xs.push_back(ins.back().tensor);
   }
   std::vector<Tensor> outs = call_blocking(
-      kind_for(xs.front()),
+      kind_for_all(xs),
       [t = g.target, keep = g.keep, xs, s = ins.front().stream, dim, v = sizes_from_python(sizes)] {
         return with_stream(xs.front().device(), s, [&] { return t->all_gatherv(xs, dim, v); });
       });
@@ -132,7 +185,8 @@ pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, in
 template <typename T>
 pybind11::object op_gather(const OpTarget<T>& g, pybind11::handle input, int dst, int dim,
                            pybind11::handle stream) {
-  ImportedArray in = import_array(input, {g.label, "gather", "input_"}, Access::Read, stream);
+  ImportedArray in = import_array(input, {g.label, "gather", "input_"}, Access::Read, stream,
+                                  Ownership::Borrowed);
   std::optional<Tensor> out = call_blocking(
       kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dst, dim] {
         return with_stream(x.device(), s, [&] { return t->gather(x, dst, dim); });
@@ -145,7 +199,8 @@ pybind11::object op_gather(const OpTarget<T>& g, pybind11::handle input, int dst
 template <typename T>
 pybind11::object op_broadcast(const OpTarget<T>& g, pybind11::handle input, int src,
                               pybind11::handle stream) {
-  ImportedArray in = import_array(input, {g.label, "broadcast", "input_"}, Access::Write, stream);
+  ImportedArray in = import_array(input, {g.label, "broadcast", "input_"}, Access::Write, stream,
+                                  Ownership::Borrowed);
   call_blocking(kind_for(in.tensor),
                 [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, src] {
                   with_stream(x.device(), s, [&] { t->broadcast(x, src); });
@@ -156,7 +211,8 @@ pybind11::object op_broadcast(const OpTarget<T>& g, pybind11::handle input, int 
 template <typename T>
 void op_send(const OpTarget<T>& g, pybind11::handle tensor, pybind11::handle dst,
              pybind11::handle stream) {
-  ImportedArray in = import_array(tensor, {g.label, "send", "tensor"}, Access::Read, stream);
+  ImportedArray in = import_array(tensor, {g.label, "send", "tensor"}, Access::Read, stream,
+                                  Ownership::Borrowed);
   call_blocking(kind_for(in.tensor),
                 [t = g.target, keep = g.keep, x = in.tensor, s = in.stream,
                  d = optional_rank(dst)] { with_stream(x.device(), s, [&] { t->send(x, d); }); });

@@ -1,0 +1,61 @@
+// torch and cupy CUDA arrays without DLPack: the binding's fast path. A torch.Tensor or
+// cupy.ndarray on a CUDA device is read through a few cheap attribute calls (data pointer, shape,
+// strides, dtype, device) into a non-owning groupcoord::Tensor; the library's current stream is
+// read directly (torch._C._cuda_getCurrentRawStream, cupy.cuda.get_current_stream); results are
+// allocated by the library itself (torch's caching allocator, cupy's memory pool), so they count
+// in torch.cuda.memory_allocated() and follow torch's CUDA graph pools. Nothing here waits on the
+// host.
+//
+// Lifetime, as in vLLM's pynccl: the view is valid for the call only. The work is enqueued in
+// stream order on the call's stream, and the caller keeps its arrays alive until that work is done,
+// as torch's own collectives require (torch's caching allocator hands a freed block out again only
+// in the order of the stream it was allocated on).
+//
+// torch and cupy are never imported here: their types are looked up in sys.modules, so an object
+// can be a torch tensor only once torch is imported. Exact types only: subclasses (such as
+// torch.nn.Parameter), CPU tensors and dtypes groupcoord lacks take the DLPack path.
+#pragma once
+
+#include <pybind11/pybind11.h>
+
+#include <cstdint>
+
+#include "array_library.h"
+#include "groupcoord/tensor.h"
+
+namespace groupcoord {
+namespace python {
+
+/// The libraries with a fast path.
+enum class Framework { Torch, Cupy };
+
+/// A torch or cupy CUDA array, read (see the file comment).
+struct FrameworkArray {
+  Framework framework = Framework::Torch;
+  Tensor tensor;  ///< non-owning view, valid while the Python object lives
+};
+
+/// Reads `obj` when it is exactly a torch.Tensor or cupy.ndarray on a CUDA device, with a dtype
+/// and (cupy) strides groupcoord can hold; false otherwise (the caller takes the DLPack path).
+bool read_framework_array(pybind11::handle obj, FrameworkArray* out);
+
+/// The framework's current stream on CUDA device `index` (the framework is imported).
+std::uintptr_t framework_current_stream(Framework framework, int index);
+
+/// The stream a call on a framework array of `device` runs on: `stream=` when given, after
+/// ordering the framework's current stream before it (what __dlpack__(stream=...) would have
+/// done: the producer's pending work comes first), else the framework's current stream.
+std::uintptr_t framework_call_stream(pybind11::handle stream, Framework framework, Device device);
+
+/// A new uninitialised array of `shape`, with `like`'s dtype and device, from `like`'s library
+/// (torch: like.new_empty(shape), on torch's current stream; cupy: cupy.empty on like's device);
+/// `*view` is set to a non-owning view of it. `like_tensor` is read_framework_array's view of
+/// `like`.
+pybind11::object framework_empty(pybind11::handle like, Framework framework,
+                                 const Tensor& like_tensor, const Shape& shape, Tensor* view);
+
+/// "torch" or "cupy" as an array library (for results that still go through DLPack).
+const ArrayLibrary& framework_library(Framework framework);
+
+}  // namespace python
+}  // namespace groupcoord
