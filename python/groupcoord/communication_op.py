@@ -10,19 +10,20 @@ from typing import Any, Optional
 from ._groupcoord import get_tp_group, is_initialized
 
 
-def tensor_model_parallel_all_reduce(input_: Any) -> Any:
-    """All-reduce (sum) the input across the TP group; out of place."""
-    return get_tp_group().all_reduce(input_)
+def tensor_model_parallel_all_reduce(input_: Any, *, out: Any = None) -> Any:
+    """All-reduce (sum) the input across the TP group; out of place, or into ``out`` (returned;
+    beyond vLLM's signature)."""
+    return get_tp_group().all_reduce(input_, out=out)
 
 
-def tensor_model_parallel_all_gather(input_: Any, dim: int = -1) -> Any:
-    """All-gather the input across the TP group along ``dim``."""
-    return get_tp_group().all_gather(input_, dim)
+def tensor_model_parallel_all_gather(input_: Any, dim: int = -1, *, out: Any = None) -> Any:
+    """All-gather the input across the TP group along ``dim`` (into ``out`` when given)."""
+    return get_tp_group().all_gather(input_, dim, out=out)
 
 
-def tensor_model_parallel_reduce_scatter(input_: Any, dim: int = -1) -> Any:
-    """Reduce-scatter the input across the TP group along ``dim``."""
-    return get_tp_group().reduce_scatter(input_, dim)
+def tensor_model_parallel_reduce_scatter(input_: Any, dim: int = -1, *, out: Any = None) -> Any:
+    """Reduce-scatter the input across the TP group along ``dim`` (into ``out`` when given)."""
+    return get_tp_group().reduce_scatter(input_, dim, out=out)
 
 
 def tensor_model_parallel_gather(input_: Any, dst: int = 0, dim: int = -1) -> Optional[Any]:

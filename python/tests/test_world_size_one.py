@@ -10,6 +10,7 @@ import pytest
 import groupcoord as gc
 from gc_testing import (
     IS_NUMPY,
+    arr,
     assert_result,
     flavour_dtype,
     recv_kwargs,
@@ -30,6 +31,21 @@ def test_collectives_return_their_input(tp: gc.GroupCoordinator) -> None:
     assert tp.broadcast(x, src=0) is x
     with pytest.raises(ValueError):
         tp.broadcast(x, src=1)
+
+
+def test_out_gets_a_copy_of_the_input(tp: gc.GroupCoordinator) -> None:
+    """With out= the bypass copies the input into out (checked as at any size) and returns out;
+    out may be the input itself."""
+    x = ref(0, (2, 3))
+    for call in (lambda o: tp.all_reduce(x, out=o), lambda o: tp.all_gather(x, 1, out=o),
+                 lambda o: tp.reduce_scatter(x, 0, out=o)):
+        out = arr(np.zeros((2, 3), dtype=np.float32))
+        assert call(out) is out
+        assert_result(out, reference(0, (2, 3)))
+        assert call(x) is x
+    assert_result(x, reference(0, (2, 3)), what="input")
+    with pytest.raises(ValueError, match="out has shape"):
+        tp.all_gather(x, 0, out=arr(np.zeros((4, 3), dtype=np.float32)))
 
 
 def test_objects_and_dicts_return_their_input(tp: gc.GroupCoordinator) -> None:
