@@ -12,13 +12,17 @@
 #                 then plain ones (GROUPCOORD_SYMM_WINDOW_FLAGS=default)
 #   torch         torch / cupy interoperability, CPU and CUDA (python/gpu/torch_checks.py, 2 ranks)
 #   bench         the Python-vs-C++ overhead benchmark with 2 ranks
+#   bench-host    host time per CUDA call from Python: groupcoord (torch/cupy fast path, out=)
+#                 against cupy's raw NCCL and torch.distributed (benchmarks/bench_host_overhead.py),
+#                 1 rank, then 2 ranks sharing GPU 0; tables in bench-host-py-np*.log, figures in
+#                 host-py-np*.json
 #   bench-collectives  groupcoord regular vs symmetric vs torch.distributed (benchmarks/
 #                 bench_collectives_torch.py; CSV files, crossovers and SVG plots in $LOGS); not in
 #                 the default list
 #   pip           pip install ./python through scikit-build-core (CPU only), then an import
 # e.g. GC_STEPS="pytest pytest-torch" python/gpu/run-gpu-checks.sh
 set -uo pipefail
-GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-symm torch bench pip}"
+GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-symm torch bench bench-host pip}"
 wanted() { [[ " $GC_STEPS " == *" $1 "* ]]; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="$ROOT/build-gpu-py-sys"  # system compiler (see below); a fresh cache
@@ -128,6 +132,12 @@ if wanted bench; then
   step bench 120 "${MPI[@]}" -np 2 "$PY" "$ROOT/benchmarks/bench_python_overhead.py" --rounds 9
   step bench-cpp 60 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$BUILD/benchmarks/bench_all_reduce" \
     2000 7
+fi
+if wanted bench-host; then
+  HOST_BENCH="$ROOT/benchmarks/bench_host_overhead.py"
+  step bench-host-py-np1 300 "${MPI[@]}" -np 1 "$PY" "$HOST_BENCH" --json "$LOGS/host-py-np1.json"
+  step bench-host-py-np2 300 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$HOST_BENCH" \
+    --json "$LOGS/host-py-np2.json"
 fi
 if wanted bench-collectives; then
   # One rank per GPU with every size and an NCCL_SYM_CTAS sweep (issue: multi-GPU run); on a

@@ -93,6 +93,40 @@ def cuda_torch(tp: gc.GroupCoordinator) -> None:
         check("graph_capture stream is current", torch.cuda.current_stream(dev) == ctx.stream)
 
 
+def cuda_results(tp: gc.GroupCoordinator) -> None:
+    """The torch fast path: results come from torch's caching allocator (memory_allocated grows
+    by at least the result while it is held), out= is returned itself, and a call returns while
+    the GPU is still busy (no host synchronisation)."""
+    ws, me = tp.world_size, tp.rank_in_group
+    dev = torch.device("cuda", 0)
+    n = (8 << 20) // 4  # 8 MiB of float32
+    x = f(me, n, device=dev)
+    expected = sum(f(r, n, device=dev) for r in range(ws))
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(dev)
+    y = tp.all_reduce(x)
+    grown = torch.cuda.memory_allocated(dev) - before
+    check("cuda torch all_reduce result from torch's allocator",
+          grown >= y.numel() * y.element_size() and torch.equal(y, expected))
+    part = f(me, n // ws, device=dev)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated(dev)
+    g = tp.all_gather(part, dim=0)
+    grown = torch.cuda.memory_allocated(dev) - before
+    check("cuda torch all_gather result from torch's allocator",
+          grown >= g.numel() * g.element_size()
+          and torch.equal(g, torch.cat([f(r, n // ws, device=dev) for r in range(ws)])))
+    out = torch.empty_like(x)
+    check("cuda torch all_reduce out= returns out",
+          tp.all_reduce(x, out=out) is out and torch.equal(out, expected))
+    torch.cuda.synchronize()
+    torch.cuda._sleep(500_000_000)  # about 0.25 s of GPU time ahead of the call
+    tp.all_reduce(x)
+    busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    check("cuda torch all_reduce returns before the GPU is done (no host sync)", busy)
+
+
 def cupy_arrays(tp: gc.GroupCoordinator) -> None:
     try:
         import cupy
@@ -105,6 +139,13 @@ def cupy_arrays(tp: gc.GroupCoordinator) -> None:
         check("cupy all_reduce -> cupy", isinstance(out, cupy.ndarray))
         check("cupy all_reduce value", bool(cupy.all(out == sum(
             cupy.arange(8, dtype=cupy.float32) + r for r in range(ws)))))
+        pool = cupy.get_default_memory_pool()
+        big = cupy.ones((8 << 20) // 4, dtype=cupy.float32)
+        cupy.cuda.Device().synchronize()
+        before = pool.used_bytes()
+        y = tp.all_reduce(big)
+        check("cupy all_reduce result from cupy's pool", pool.used_bytes() - before >= y.nbytes
+              and bool(cupy.all(y == ws)))
 
 
 RANK = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
@@ -120,6 +161,7 @@ def main() -> int:
     tp = gc.get_tp_group()
     check("tp group is on CUDA", tp.device.startswith("cuda") and tp.backend == "nccl")
     cuda_torch(tp)
+    cuda_results(tp)
     cupy_arrays(tp)
     torch.cuda.synchronize()
     world.barrier()

@@ -1,0 +1,214 @@
+"""CUDA results from Python (the GPU flavours only; skipped elsewhere): torch and cupy results are
+allocated by torch's caching allocator / cupy's memory pool, no tensor call waits on the host for
+the GPU, an explicit ``stream=`` waits for the caller's current stream, and
+``groupcoord.Tensor.__dlpack__`` takes the DLPack stream numbers.
+
+"No host synchronisation" is checked by enqueueing a long ``torch.cuda._sleep`` on the current
+stream first: the call must come back while that stream is still busy. At world size 1 the
+coordinator bypasses its collectives (vLLM), so the calls go to a sibling device communicator of
+the TP group (NCCL with one rank) instead.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Iterator
+
+import numpy as np
+import pytest
+
+import groupcoord as gc
+from gc_testing import device, requires_flavour
+
+requires_torch_cuda = requires_flavour("torch-cuda")
+
+MIB = 1 << 20
+# Cycles of torch.cuda._sleep: about a quarter of a second on an H200 (1.98 GHz), far longer
+# than any host call, far shorter than the suite's deadlines.
+SLEEP_CYCLES = 500_000_000
+
+
+@pytest.fixture(scope="module")
+def target() -> Iterator[Any]:
+    """What the calls run on: the TP group, or at world size 1 a sibling communicator."""
+    tp = gc.get_tp_group()
+    if tp.world_size > 1:
+        yield tp
+        return
+    comm = tp.make_sibling_device_group()
+    yield comm
+    comm.destroy()
+
+
+def _torch() -> Any:
+    import torch  # the torch-cuda flavour only
+
+    return torch
+
+
+def full(value: float, n: int) -> Any:
+    """n float32 copies of `value` on this rank's GPU (torch)."""
+    torch = _torch()
+    return torch.full((n,), float(value), dtype=torch.float32, device=device())
+
+
+def rank_sum(target: Any) -> float:
+    """Sum over the ranks of (rank + 1): every rank's input value below."""
+    return float(sum(r + 1 for r in range(target.world_size)))
+
+
+class DLPackOnly:
+    """A producer known only through DLPack (its module has no from_dlpack)."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream=None, **kwargs):
+        return self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self):
+        return self.array.__dlpack_device__()
+
+
+# ---- torch: results from torch's allocator ----------------------------------------------------
+
+@requires_torch_cuda
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
+def test_results_are_allocated_by_torch(target: Any, op: str) -> None:
+    """An 8 MiB result counts in torch.cuda.memory_allocated() while it is held."""
+    torch = _torch()
+    ws, me = target.world_size, target.rank_in_group
+    n = 8 * MIB // 4  # float32 elements of 8 MiB
+    if op == "all_gather":
+        x = full(me + 1, n // ws)
+    elif op == "reduce_scatter":
+        x = full(me + 1, n * ws)
+    else:
+        x = full(me + 1, n)
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    y = target.all_reduce(x) if op == "all_reduce" else getattr(target, op)(x, 0)
+    grown = torch.cuda.memory_allocated() - before
+    assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
+    assert grown >= y.numel() * y.element_size(), (grown, y.numel() * y.element_size())
+    if op == "all_gather":
+        expected = torch.cat([full(r + 1, n // ws) for r in range(ws)])
+    else:
+        expected = full(rank_sum(target), n)[: y.numel()]
+    assert torch.equal(y, expected)
+
+
+# ---- no host synchronisation -----------------------------------------------------------------
+
+def no_sync_calls(target: Any) -> dict[str, Callable[[Any], Any]]:
+    torch = _torch()
+    return {
+        "all_reduce": lambda x: target.all_reduce(x),
+        "all_reduce out=": lambda x: target.all_reduce(x, out=torch.empty_like(x)),
+        "all_reduce in place": lambda x: target.all_reduce(x, out=x),
+        "all_gather": lambda x: target.all_gather(x, 0),
+        "reduce_scatter": lambda x: target.reduce_scatter(x, 0),
+        "all_gatherv": lambda x: target.all_gatherv(x, 0),  # exported through DLPack
+        "reduce_scatterv": lambda x: target.reduce_scatterv(x, 0),
+        "broadcast": lambda x: target.broadcast(x, 0),
+    }
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("name", ["all_reduce", "all_reduce out=", "all_reduce in place",
+                                  "all_gather", "reduce_scatter", "all_gatherv", "reduce_scatterv",
+                                  "broadcast"])
+def test_no_host_synchronisation(target: Any, name: str) -> None:
+    torch = _torch()
+    call = no_sync_calls(target)[name]
+    x = full(1.0, 1024 * target.world_size)
+    call(x)  # warm-up: connections, the allocator's first blocks
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    call(x)
+    still_busy = not torch.cuda.current_stream().query()
+    torch.cuda.synchronize()
+    assert still_busy, f"{name} waited on the host for the GPU"
+
+
+@requires_torch_cuda
+def test_explicit_stream_waits_for_the_current_stream(target: Any) -> None:
+    """An input made on the current stream, used by a call on stream=side: the side stream waits
+    for it (an event), so the late fill is what gets reduced."""
+    torch = _torch()
+    me, n = target.rank_in_group, 4096
+    x = torch.zeros(n, dtype=torch.float32, device=device())
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    x.fill_(me + 1)  # behind the sleep on the current stream
+    side = torch.cuda.Stream()
+    y = target.all_reduce(x, stream=side)
+    side.synchronize()
+    torch.cuda.synchronize()
+    assert torch.equal(y, full(rank_sum(target), n))
+
+
+# ---- groupcoord.Tensor.__dlpack__ stream numbers ---------------------------------------------
+
+@pytest.fixture
+def raw_cuda_results() -> Iterator[None]:
+    """Results without a library to mirror come back as groupcoord.Tensor for the test."""
+    gc.set_default_array_library("dlpack", device_type="cuda")
+    yield
+    gc.set_default_array_library("torch", device_type="cuda")
+
+
+@requires_torch_cuda
+def test_dlpack_stream_numbers(target: Any, raw_cuda_results: None) -> None:
+    torch = _torch()
+    me, n = target.rank_in_group, 256
+    t = target.all_reduce(DLPackOnly(full(me + 1, n)))
+    assert isinstance(t, gc.Tensor) and t.device == device()
+    side = torch.cuda.Stream()
+    for stream in (None, 1, 2, side.cuda_stream, -1):  # legacy, legacy, per-thread, handle, none
+        assert t.__dlpack__(stream=stream) is not None, stream
+    with pytest.raises(ValueError, match="0 is ambiguous"):
+        t.__dlpack__(stream=0)
+    torch.cuda.synchronize()
+    assert torch.equal(torch.from_dlpack(t), full(rank_sum(target), n))
+
+
+@requires_torch_cuda
+@pytest.mark.parametrize("consumer", ["default", "side"])
+def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: None,
+                                                consumer: str) -> None:
+    """A result consumed on torch's default stream (torch passes 1, its handle is 0: the same
+    stream) or on a side stream (an event) is ordered on the GPU, not by a host wait."""
+    torch = _torch()
+    me, n = target.rank_in_group, 256
+    x = full(me + 1, n)
+    target.all_reduce(DLPackOnly(x))  # warm-up
+    torch.cuda.synchronize()
+    torch.cuda._sleep(SLEEP_CYCLES)
+    t = target.all_reduce(DLPackOnly(x))
+    stream = torch.cuda.Stream() if consumer == "side" else torch.cuda.default_stream()
+    with torch.cuda.stream(stream):
+        y = torch.from_dlpack(t) * 1  # on `stream`, after the result
+    still_busy = not torch.cuda.default_stream().query()
+    torch.cuda.synchronize()
+    assert still_busy, "exporting the result waited on the host"
+    assert torch.equal(y, full(rank_sum(target), n))
+
+
+# ---- cupy: results from cupy's pool ----------------------------------------------------------
+
+@requires_flavour("cupy")
+def test_cupy_results_come_from_cupys_pool(target: Any) -> None:
+    import cupy
+
+    me, n = target.rank_in_group, 8 * MIB // 4
+    pool = cupy.get_default_memory_pool()
+    x = cupy.full((n,), me + 1, dtype=cupy.float32)
+    cupy.cuda.Device().synchronize()
+    before = pool.used_bytes()
+    y = target.all_reduce(x)
+    assert isinstance(y, cupy.ndarray) and y.device.id == x.device.id
+    assert pool.used_bytes() - before >= y.nbytes
+    np.testing.assert_array_equal(cupy.asnumpy(y), np.full(n, rank_sum(target), np.float32))
+    out = cupy.empty_like(x)
+    assert target.all_reduce(x, out=out) is out
+
