@@ -18,8 +18,10 @@ namespace {
 OpTarget<GroupCoordinator> target(const GroupPtr& g) { return {&g->get(), g, g->label()}; }
 
 /// The input itself when the group has one rank (after checking it is an array), else null.
-py::object bypass(const GroupPtr& g, py::object input, const char* op) {
-  if (g->get().world_size() != 1) return py::object();
+/// `out` given: null (the out= call copies the input into it at world size 1).
+py::object bypass(const GroupPtr& g, py::object input, const char* op,
+                  py::handle out = py::none()) {
+  if (g->get().world_size() != 1 || !out.is_none()) return py::object();
   GC_CHECK(is_array(input), g->label(), ".", op,
            ": input_ must be an array (numpy, torch, cupy or any object with __dlpack__), got ",
            py::str(py::type::handle_of(input).attr("__name__")).cast<std::string>());
@@ -30,9 +32,7 @@ void bind_collectives(GroupClass& cls) {
   cls.def(
          "all_reduce",
          [](const GroupPtr& g, py::object x, py::object out, py::object stream) {
-           if (out.is_none()) {
-             if (py::object same = bypass(g, x, "all_reduce")) return same;
-           }
+           if (py::object same = bypass(g, x, "all_reduce", out)) return same;
            return op_all_reduce(target(g), x, out, stream);
          },
          "input_"_a, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(), R"doc(
@@ -44,9 +44,7 @@ device, contiguous, to write the result into (may be ``input_``: in place); the 
       .def(
           "all_gather",
           [](const GroupPtr& g, py::object x, int dim, py::object out, py::object stream) {
-            if (out.is_none()) {
-              if (py::object same = bypass(g, x, "all_gather")) return same;
-            }
+            if (py::object same = bypass(g, x, "all_gather", out)) return same;
             return op_all_gather(target(g), x, dim, out, stream);
           },
           "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
@@ -67,9 +65,7 @@ ValueError "No device communicator found" at world size 1, as vLLM.)doc")
       .def(
           "reduce_scatter",
           [](const GroupPtr& g, py::object x, int dim, py::object out, py::object stream) {
-            if (out.is_none()) {
-              if (py::object same = bypass(g, x, "reduce_scatter")) return same;
-            }
+            if (py::object same = bypass(g, x, "reduce_scatter", out)) return same;
             return op_reduce_scatter(target(g), x, dim, out, stream);
           },
           "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),

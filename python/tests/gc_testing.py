@@ -195,6 +195,20 @@ requires_torch = requires_flavour("torch-cpu", "torch-cuda")
 requires_cuda_flavour = requires_flavour("torch-cuda", "cupy")
 
 
+class DLPackOnly:
+    """A producer known only through DLPack (like a foreign array library without from_dlpack):
+    wraps any array with __dlpack__ (numpy, torch, cupy) and forwards the consumer's stream."""
+
+    def __init__(self, array: Any) -> None:
+        self.array = array
+
+    def __dlpack__(self, stream: Any = None, **kwargs: Any) -> Any:
+        return self.array.__dlpack__(stream=stream)
+
+    def __dlpack_device__(self) -> Any:
+        return self.array.__dlpack_device__()
+
+
 # ---- worlds and references -------------------------------------------------------------------
 
 

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import device, requires_flavour
+from gc_testing import DLPackOnly, device, requires_flavour
 
 requires_torch_cuda = requires_flavour("torch-cuda")
 
@@ -54,19 +54,6 @@ def full(value: float, n: int) -> Any:
 def rank_sum(target: Any) -> float:
     """Sum over the ranks of (rank + 1): every rank's input value below."""
     return float(sum(r + 1 for r in range(target.world_size)))
-
-
-class DLPackOnly:
-    """A producer known only through DLPack (its module has no from_dlpack)."""
-
-    def __init__(self, array: Any) -> None:
-        self.array = array
-
-    def __dlpack__(self, stream=None, **kwargs):
-        return self.array.__dlpack__(stream=stream)
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
 
 
 # ---- torch: results from torch's allocator ----------------------------------------------------

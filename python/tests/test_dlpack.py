@@ -12,20 +12,7 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import reference, requires_min_world_size, requires_numpy_flavour
-
-
-class DLPackOnly:
-    """A producer that only speaks DLPack (like a foreign array library without from_dlpack)."""
-
-    def __init__(self, array: np.ndarray) -> None:
-        self.array = array
-
-    def __dlpack__(self, stream=None):
-        return self.array.__dlpack__()
-
-    def __dlpack_device__(self):
-        return self.array.__dlpack_device__()
+from gc_testing import DLPackOnly, reference, requires_min_world_size, requires_numpy_flavour
 
 
 def expected_sum(tp: gc.GroupCoordinator, shape, dtype=np.float32) -> np.ndarray:

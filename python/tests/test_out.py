@@ -13,6 +13,7 @@ import pytest
 
 import groupcoord as gc
 from gc_testing import (
+    DLPackOnly,
     arr,
     assert_result,
     ref,
@@ -201,17 +202,6 @@ def test_read_only_out_raises(tp: gc.GroupCoordinator) -> None:
 @requires_numpy_flavour
 def test_dlpack_only_out(tp: gc.GroupCoordinator) -> None:
     """out may be any writable DLPack producer, not only the input's library."""
-
-    class DLPackOnly:
-        def __init__(self, array: np.ndarray) -> None:
-            self.array = array
-
-        def __dlpack__(self, stream=None):
-            return self.array.__dlpack__()
-
-        def __dlpack_device__(self):
-            return self.array.__dlpack_device__()
-
     backing = np.zeros(SHAPE, np.float32)
     out = DLPackOnly(backing)
     assert tp.all_reduce(reference(tp.rank_in_group, SHAPE), out=out) is out
