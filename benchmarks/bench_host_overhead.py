@@ -57,9 +57,14 @@ except ImportError:  # the torch columns say n/a
     dist = None
 try:
     import cupy
-    from cupy.cuda import nccl as cupy_nccl
 except ImportError:  # the cupy columns say n/a
     cupy = None
+try:  # cupy built without NCCL: only its raw column says n/a
+    from cupy.cuda import nccl as cupy_nccl
+
+    if not getattr(cupy_nccl, "available", True):
+        cupy_nccl = None
+except ImportError:
     cupy_nccl = None
 
 Call = Callable[[], Any]
@@ -251,6 +256,8 @@ def cupy_communicator(world_group: gc.GroupCoordinator, world: World) -> Any:
     if cupy is None:
         return None
     cupy.cuda.Device(world.device).use()
+    if cupy_nccl is None:
+        return None
     uid = cupy_nccl.get_unique_id() if world.rank == 0 else None
     uid = world_group.broadcast_object(uid, src=0)  # the unique id through groupcoord's store
     return cupy_nccl.NcclCommunicator(world.size, uid, world.rank)
