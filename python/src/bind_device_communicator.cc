@@ -38,11 +38,15 @@ OpTarget<DeviceCommunicator> target(const CommPtr& self) {
   return {&self->get(), self, self->label()};
 }
 
+/// isend / irecv: the tensor is shared (kept alive by the returned Handle), enqueued on the
+/// stream it was imported for (the caller's library's current stream on CUDA).
 std::shared_ptr<Work> async_op(const CommPtr& self, py::object tensor, int peer, bool send) {
   ImportedArray in = import_array(tensor, {self->label(), send ? "isend" : "irecv", "tensor"},
                                   send ? Access::Read : Access::Write, py::none());
-  return call_blocking(BlockingKind::Enqueue, [self, x = in.tensor, peer, send] {
-    return send ? self->get().isend(x, peer) : self->get().irecv(x, peer);
+  return call_blocking(BlockingKind::Enqueue, [self, x = in.tensor, s = in.stream, peer, send] {
+    return with_stream(x.device(), s, [&] {
+      return send ? self->get().isend(x, peer) : self->get().irecv(x, peer);
+    });
   });
 }
 
