@@ -4,7 +4,7 @@
 //   GC_CUDA_CHECK(cudaMallocAsync(&p, n, s), name_, " all_gather: allocating ", n, " bytes");
 //   GC_NCCL_CHECK(api.GroupStart(), name_, " all_gatherv");
 //
-// For NCCL calls on a non-blocking communicator, use NcclComm (it handles ncclInProgress).
+// For NCCL calls on a communicator, use NcclComm (it watches each call against the deadline).
 #pragma once
 
 #include <cuda_runtime_api.h>

@@ -96,7 +96,7 @@ class NcclComm {
 
   /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
   /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU group that all of them register the same size (an
-  /// std::invalid_argument on every rank otherwise), then NCCL's call is settled within the
+  /// std::invalid_argument on every rank otherwise), then NCCL's call is watched against the
   /// timeout. DistributedError when NCCL registers nothing (it refuses windows for this
   /// communicator) or fails. Not during CUDA graph capture.
   /// `ready` false (this rank could not allocate the memory) makes every rank throw after the

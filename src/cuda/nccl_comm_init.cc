@@ -149,6 +149,9 @@ ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
   // NCCL writes the child's handle from the parent's thread once the split has completed.
   ncclComm_t child = nullptr;
   ncclResult_t state = api_->CommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
+  // On a non-blocking parent the split returns ncclSuccess at once and runs on NCCL's thread,
+  // which marks the parent ncclInProgress until it is done: the parent's state is the answer.
+  if (state == ncclSuccess || state == ncclInProgress) api_->CommGetAsyncError(parent, &state);
   for (int round = 0; state == ncclInProgress; ++round) {
     if (std::chrono::steady_clock::now() >= deadline) {
       api_->CommAbort(parent);  // also stops the child's initialisation
@@ -159,6 +162,7 @@ ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
     poll_pause(round);
     api_->CommGetAsyncError(parent, &state);
   }
+  child = *static_cast<volatile ncclComm_t*>(&child);  // written by NCCL's thread
   if (state != ncclSuccess || child == nullptr) {
     std::string detail;
     if (api_->GetLastError != nullptr) detail = api_->GetLastError(parent);

@@ -8,7 +8,7 @@
 //   own registry, so one communicator never registers the same memory twice, while two
 //   communicators over the same memory each register it once. Registration is a collective NCCL
 //   call without a timeout of its own: the ranks first agree on it over the CPU group (which has
-//   the group's deadline), then NCCL's non-blocking call is settled against the same deadline.
+//   the group's deadline), then NCCL's call is watched against the same deadline (nccl_comm.h).
 //   Nothing is registered during CUDA graph capture.
 // * Scratch: one persistent window, allocated and registered at the first routed call (or by
 //   reserve_scratch), grown only as a collective step outside capture; a call that does not fit
