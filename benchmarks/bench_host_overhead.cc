@@ -7,7 +7,7 @@
 //          of the same ranks, preallocated buffers, the same stream
 //   comm   the "cuda" DeviceCommunicator (what GroupCoordinator hands CUDA tensors to; at world
 //          size 1 the coordinator bypasses, so this is the row that runs there)
-//   coord  GroupCoordinator (world size >= 2)
+//   coord  GroupCoordinator (world size >= 2), symmetric memory off, like comm
 //   symm   the communicator with NCCL symmetric memory on (--symm; all_reduce always routed)
 // Ops: all_reduce, all_gather (dim 0), reduce_scatter (dim 0), each also with a caller-provided
 // output (out=), all_gatherv / reduce_scatterv with uniform sizes, broadcast, send/recv (world
@@ -16,7 +16,10 @@
 //
 //   mpirun -np 2 bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' \
 //       build/benchmarks/bench_host_overhead [--json PATH] [--rounds 9] [--calls 200] [--symm]
+//       [--timeout-s 60] [--trace]
 //
+// --timeout-s is the groups' deadline (a hang ends in an error naming the op); --trace makes
+// every rank say on stderr which op and size it is about to time.
 // A short breakdown first prints what single CUDA runtime calls on the path cost here.
 #include <cuda_runtime_api.h>
 
@@ -51,6 +54,8 @@ struct Options {
   int rounds = 9;
   int calls = 200;
   bool symm = false;
+  int timeout_s = 60;  ///< the groups' deadline: a hang ends with an error naming the op
+  bool trace = false;  ///< each rank says on stderr what it is about to time
 };
 
 Options parse(int argc, char** argv) {
@@ -66,8 +71,14 @@ Options parse(int argc, char** argv) {
       o.calls = std::atoi(argv[++i]);
     } else if (a == "--symm") {
       o.symm = true;
+    } else if (a == "--timeout-s" && has_value) {
+      o.timeout_s = std::atoi(argv[++i]);
+    } else if (a == "--trace") {
+      o.trace = true;
     } else {
-      std::fprintf(stderr, "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm]\n");
+      std::fprintf(stderr,
+                   "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm] "
+                   "[--timeout-s S] [--trace]\n");
       std::exit(2);
     }
   }
@@ -147,7 +158,7 @@ std::vector<double> time_alternating(const std::vector<Body>& bodies, const Opti
 }
 
 /// Cost of single runtime calls on the path, for reading the table.
-void print_breakdown(cudaStream_t stream, gc::Device device) {
+void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunicator& comm) {
   constexpr int kN = 2000;
   cudaEvent_t event;
   cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
@@ -167,10 +178,15 @@ void print_breakdown(cudaStream_t stream, gc::Device device) {
     cudaGetDevice(&d);
   });
   const double empty = per_call([&] { Tensor t = Tensor::empty({1024}, DType::Float32, device); });
+  // Everything of the communicator's call but NCCL and the event: an empty input returns after
+  // the checks, the device guard and the stream lookup.
+  Tensor none = Tensor::empty({0}, DType::Float32, device);
+  const double checks = per_call([&] { comm.all_reduce(none, none); });
   cudaStreamSynchronize(stream);
   std::printf("breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
-              "cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f\n",
-              record, capturing, get_device, empty);
+              "cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f, "
+              "comm.all_reduce(out) of 0 elements %.0f\n",
+              record, capturing, get_device, empty, checks);
   cudaEventDestroy(event);
 }
 
@@ -184,7 +200,7 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    gc::init_distributed_environment(-1, -1, "env://", -1, "nccl");
+    gc::init_distributed_environment(-1, -1, "env://", -1, "nccl", std::chrono::seconds(o.timeout_s));
     const gc::RendezvousResult info = gc::world_info();
     const int n = info.world_size;
     const int rank = info.rank;
@@ -203,13 +219,7 @@ int main(int argc, char** argv) {
     context.device = device;
     context.unique_name = "bench-comm";
     std::unique_ptr<gc::DeviceCommunicator> comm = gc::create_device_communicator("cuda", context);
-    std::unique_ptr<gc::DeviceCommunicator> symm;
-    if (o.symm) {
-      setenv("GROUPCOORD_USE_NCCL_SYMM_MEM", "1", 1);
-      setenv("GROUPCOORD_SYMM_ALL_REDUCE", "always", 1);
-      context.unique_name = "bench-symm";
-      symm = gc::create_device_communicator("cuda", context);
-    }
+    // The coordinator (plain NCCL path, as comm) is made before symmetric memory is switched on.
     std::unique_ptr<gc::GroupCoordinator> coord;
     if (n >= 2) {
       std::vector<int> all(n);
@@ -218,12 +228,19 @@ int main(int argc, char** argv) {
                                                      info.local_rank, "nccl", true, false,
                                                      std::string("bench-coord"));
     }
+    std::unique_ptr<gc::DeviceCommunicator> symm;
+    if (o.symm) {
+      setenv("GROUPCOORD_USE_NCCL_SYMM_MEM", "1", 1);
+      setenv("GROUPCOORD_SYMM_ALL_REDUCE", "always", 1);
+      context.unique_name = "bench-symm";
+      symm = gc::create_device_communicator("cuda", context);
+    }
     const bool print = rank == 0;
     if (print) {
       std::printf("bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
                   "calls, host µs per call (median)\n",
                   n, gpus, api.version, o.rounds, o.calls);
-      print_breakdown(stream, device);
+      print_breakdown(stream, device, *comm);
       std::printf("%-22s %-10s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us", "comm_us",
                   "coord_us", "symm_us", "diff_us", "ratio");
     }
@@ -307,6 +324,10 @@ int main(int argc, char** argv) {
         if (coord) bodies.push_back([&] { c.coord(*coord); });
         const bool with_symm = symm && c.symmetric_path && size.dtype == DType::BFloat16;
         if (with_symm) bodies.push_back([&] { c.comm(*symm); });
+        if (o.trace) {
+          std::fprintf(stderr, "[rank %d] timing %s %s (%zu paths)\n", rank, c.op.c_str(),
+                       size.label, bodies.size());
+        }
         const std::vector<double> m = time_alternating(bodies, o, stream, *world);
         std::size_t k = 0;
         const double raw_us = m[k++];

@@ -19,6 +19,8 @@
 #   5. compute-sanitizer memcheck on test_cuda_units, the 1-rank communicator and symmetric tests.
 #   6. bench-host-np1 / bench-host-np2: benchmarks/bench_host_overhead (host time per call against
 #      raw NCCL; JSON next to the logs).
+#   A step still running 40 s before its time limit gets its processes' stacks written to
+#   NAME.stacks (cuda-gdb), so that a hang says where it is.
 #   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
 #
 # NCCL: torch's 2.28.9 is used when present (the system 2.28.3 has broken symmetric kernels);
@@ -36,6 +38,18 @@ STATUS=0
 
 log() { printf '[gpu-tests] %s\n' "$*" | tee -a "$SUMMARY"; }
 
+# dump_stacks BINARY: every thread's stack of each running process of BINARY (cuda-gdb attaches;
+# the machines have no gdb).
+dump_stacks() {
+  command -v cuda-gdb >/dev/null || { echo "no cuda-gdb: no stacks"; return 0; }
+  local pid
+  for pid in $(pgrep -f "^$1( |$)"); do
+    echo "=== pid $pid: $(tr '\0' ' ' <"/proc/$pid/cmdline")"
+    timeout 60 cuda-gdb -p "$pid" -batch -ex "thread apply all bt 25" 2>&1 |
+      grep -vE '^\[(New Thread|Thread debugging)|^Reading symbols|^Downloading'
+  done
+}
+
 # run_step NAME TIMEOUT_S COMMAND...: runs COMMAND with its output in $LOGS/NAME.log.
 run_step() {
   local name="$1" limit="$2"
@@ -46,8 +60,17 @@ run_step() {
   fi
   log "$name: $*"
   local start=$SECONDS
+  # A step about to be killed for time leaves its processes' stacks in $LOGS/NAME.stacks.
+  local binary="" arg
+  for arg in "$@"; do [[ "$arg" == "$BUILD"/* ]] && binary="$arg" && break; done
+  local watcher=""
+  if [ -n "$binary" ] && [ "$limit" -gt 60 ]; then
+    (sleep $((limit - 40)) && dump_stacks "$binary" >"$LOGS/$name.stacks" 2>&1) &
+    watcher=$!
+  fi
   timeout --kill-after=10 "$limit" "$@" >"$LOGS/$name.log" 2>&1
   local rc=$?
+  [ -n "$watcher" ] && kill "$watcher" 2>/dev/null
   local verdict="passed"
   [ $rc -ne 0 ] && verdict="FAILED (exit $rc)" && STATUS=1
   log "$name: $verdict in $((SECONDS - start)) s"
@@ -144,9 +167,10 @@ fi
 
 # ---- host overhead against raw NCCL (benchmarks/bench_host_overhead.cc) ----------------------------
 BENCH="$BUILD/benchmarks/bench_host_overhead"
-run_step bench-host-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$BENCH" --json "$LOGS/host-np1.json"
-run_step bench-host-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
-  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$BENCH" --symm --json "$LOGS/host-np2.json"
+run_step bench-host-np1 150 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$BENCH" --json "$LOGS/host-np1.json"
+run_step bench-host-np2 200 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$BENCH" --symm --trace \
+  --json "$LOGS/host-np2.json"
 
 # ---- compute-sanitizer ---------------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then

@@ -12,10 +12,12 @@ int wrap_dim(const OpLabel& where, int dim, int ndim) {
 }
 
 Tensor move_dim_to_front(const Tensor& tensor, int dim) {
+  if (dim == 0 && tensor.is_contiguous()) return tensor;  // the common case: no view to build
   return tensor.movedim(dim, 0).contiguous();
 }
 
 Tensor move_dim_from_front(const Tensor& front, int dim) {
+  if (dim == 0 && front.is_contiguous()) return front;
   return front.movedim(0, dim).contiguous();
 }
 

@@ -9,6 +9,8 @@ std::ostream& operator<<(std::ostream& out, const OpLabel& label) {
   return out << label.group << " " << label.op;
 }
 
+std::string to_string(const OpLabel& label) { return label.group + " " + label.op; }
+
 void check_cpu_tensor(const OpLabel& where, const Tensor& tensor, const char* what) {
   GC_CHECK(tensor.defined(), where, ": ", what, " is an undefined tensor");
   GC_CHECK(tensor.device().is_cpu(), where, ": ", what,

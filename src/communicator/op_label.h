@@ -19,6 +19,8 @@ struct OpLabel {
 
 /// Streams "<group> <op>".
 std::ostream& operator<<(std::ostream& out, const OpLabel& label);
+/// "<group> <op>" as a string, for code that keeps or passes the text on.
+std::string to_string(const OpLabel& label);
 
 /// Throws std::invalid_argument unless `tensor` is defined and lives in host memory. `what`
 /// names the argument ("input", "hidden_states", ...).

@@ -11,7 +11,7 @@ namespace {
 
 std::string sizes_str(const std::vector<std::int64_t>& sizes) { return detail::shape_str(sizes); }
 
-void check_sizes_entries(const std::string& label, const std::vector<std::int64_t>& sizes,
+void check_sizes_entries(const comm::OpLabel& label, const std::vector<std::int64_t>& sizes,
                          int world_size) {
   GC_CHECK(static_cast<int>(sizes.size()) == world_size, label, ": sizes ", sizes_str(sizes),
            " has ", sizes.size(), " entries, expected one per rank (", world_size, ")");
@@ -22,24 +22,20 @@ void check_sizes_entries(const std::string& label, const std::vector<std::int64_
 
 }  // namespace
 
-std::string op_label(const std::string& unique_name, const char* op) {
-  return unique_name + " " + op;
-}
-
-void check_group_rank(const std::string& label, const char* what, int value, int world_size) {
+void check_group_rank(const comm::OpLabel& label, const char* what, int value, int world_size) {
   GC_CHECK(value >= 0 && value < world_size, label, ": ", what, " ", value,
            " is out of range for a group of ", world_size, " ranks");
 }
 
-void check_not_self(const std::string& label, const char* what, int value, int self) {
+void check_not_self(const comm::OpLabel& label, const char* what, int value, int self) {
   GC_CHECK(value != self, label, ": ", what, " ", value, " is this rank itself");
 }
 
-void check_tensor(const std::string& label, const Tensor& tensor, const char* what) {
+void check_tensor(const comm::OpLabel& label, const Tensor& tensor, const char* what) {
   GC_CHECK(tensor.defined(), label, ": ", what, " tensor is undefined");
 }
 
-int check_dim(const std::string& label, const Tensor& tensor, int dim) {
+int check_dim(const comm::OpLabel& label, const Tensor& tensor, int dim) {
   check_tensor(label, tensor);
   const int ndim = tensor.dim();
   GC_CHECK(dim >= -ndim && dim < ndim, label, ": dim ", dim, " is out of range for a ", ndim,
@@ -47,7 +43,7 @@ int check_dim(const std::string& label, const Tensor& tensor, int dim) {
   return dim < 0 ? dim + ndim : dim;
 }
 
-void check_gatherv_sizes(const std::string& label, const Tensor& input, int dim,
+void check_gatherv_sizes(const comm::OpLabel& label, const Tensor& input, int dim,
                          const std::optional<std::vector<std::int64_t>>& sizes, int world_size,
                          int rank) {
   const int d = check_dim(label, input, dim);
@@ -58,7 +54,7 @@ void check_gatherv_sizes(const std::string& label, const Tensor& input, int dim,
            detail::shape_str(input.shape()), " has ", input.size(d));
 }
 
-void check_scatterv_sizes(const std::string& label, const Tensor& input, int dim,
+void check_scatterv_sizes(const comm::OpLabel& label, const Tensor& input, int dim,
                           const std::optional<std::vector<std::int64_t>>& sizes, int world_size) {
   const int d = check_dim(label, input, dim);
   const std::int64_t extent = input.size(d);

@@ -10,35 +10,33 @@
 #include <string>
 #include <vector>
 
+#include "communicator/op_label.h"
 #include "groupcoord/tensor.h"
 
 namespace groupcoord {
 namespace coordinator_detail {
 
-/// Names a call in messages: "<unique_name> <op>".
-std::string op_label(const std::string& unique_name, const char* op);
-
 /// `value` (a group rank passed as `what`, e.g. "src") must lie in [0, world_size).
-void check_group_rank(const std::string& label, const char* what, int value, int world_size);
+void check_group_rank(const comm::OpLabel& label, const char* what, int value, int world_size);
 
 /// `value` must not be `self` (sending to or receiving from oneself would never complete).
-void check_not_self(const std::string& label, const char* what, int value, int self);
+void check_not_self(const comm::OpLabel& label, const char* what, int value, int self);
 
 /// `tensor` must be defined.
-void check_tensor(const std::string& label, const Tensor& tensor, const char* what = "input");
+void check_tensor(const comm::OpLabel& label, const Tensor& tensor, const char* what = "input");
 
 /// `dim` must lie in [-ndim, ndim); returns it wrapped into [0, ndim).
-int check_dim(const std::string& label, const Tensor& tensor, int dim);
+int check_dim(const comm::OpLabel& label, const Tensor& tensor, int dim);
 
 /// all_gatherv: `sizes` (when given) has world_size non-negative entries and sizes[rank] equals
 /// the input's size along `dim`.
-void check_gatherv_sizes(const std::string& label, const Tensor& input, int dim,
+void check_gatherv_sizes(const comm::OpLabel& label, const Tensor& input, int dim,
                          const std::optional<std::vector<std::int64_t>>& sizes, int world_size,
                          int rank);
 
 /// reduce_scatterv: `sizes` (when given) has world_size non-negative entries summing to the
 /// input's size along `dim`; without sizes that size must divide by world_size.
-void check_scatterv_sizes(const std::string& label, const Tensor& input, int dim,
+void check_scatterv_sizes(const comm::OpLabel& label, const Tensor& input, int dim,
                           const std::optional<std::vector<std::int64_t>>& sizes, int world_size);
 
 /// World size 1 with a caller-provided output: checks `out` against the input (the result of

@@ -43,7 +43,7 @@ std::vector<Tensor> GroupCoordinator::all_gatherv(
   Impl& s = *impl_;
   s.check_alive("all_gatherv");
   s.require_communicator("all_gatherv");
-  const std::string label = s.label("all_gatherv");
+  const comm::OpLabel label = s.label("all_gatherv");
   GC_CHECK(!inputs.empty(), label, ": the list of inputs is empty");
   DeviceCommunicator& comm = s.communicator_for("all_gatherv", inputs.front());
   for (const Tensor& input : inputs) {
@@ -56,7 +56,7 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
   Impl& s = *impl_;
   s.check_alive("reduce_scatter");
   if (s.world_size == 1) return input;
-  const std::string label = s.label("reduce_scatter");
+  const comm::OpLabel label = s.label("reduce_scatter");
   check_dim(label, input, dim);
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
   check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
@@ -68,7 +68,7 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
 Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
   Impl& s = *impl_;
   s.check_alive("all_reduce");
-  const std::string label = s.label("all_reduce");
+  const comm::OpLabel label = s.label("all_reduce");
   check_tensor(label, input);
   if (s.world_size == 1) return copy_into_output(s.unique_name, "all_reduce", input, out);
   return s.communicator_for("all_reduce", input).all_reduce(input, out);
@@ -77,7 +77,7 @@ Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
 Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& out) {
   Impl& s = *impl_;
   s.check_alive("all_gather");
-  const std::string label = s.label("all_gather");
+  const comm::OpLabel label = s.label("all_gather");
   check_dim(label, input, dim);
   if (s.world_size == 1) return copy_into_output(s.unique_name, "all_gather", input, out);
   return s.communicator_for("all_gather", input).all_gather(input, dim, out);
@@ -86,7 +86,7 @@ Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& 
 Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
   Impl& s = *impl_;
   s.check_alive("reduce_scatter");
-  const std::string label = s.label("reduce_scatter");
+  const comm::OpLabel label = s.label("reduce_scatter");
   check_dim(label, input, dim);
   if (s.world_size == 1) return copy_into_output(s.unique_name, "reduce_scatter", input, out);
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
@@ -106,7 +106,7 @@ Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
 std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int dim) {
   Impl& s = *impl_;
   s.check_alive("gather");
-  const std::string label = s.label("gather");
+  const comm::OpLabel label = s.label("gather");
   check_group_rank(label, "dst", dst, s.world_size);
   if (s.world_size == 1) return input;
   DeviceCommunicator& comm = s.communicator_for("gather", input);
@@ -117,7 +117,7 @@ std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int
 Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
   Impl& s = *impl_;
   s.check_alive("broadcast");
-  const std::string label = s.label("broadcast");
+  const comm::OpLabel label = s.label("broadcast");
   check_group_rank(label, "src", src, s.world_size);
   if (s.world_size == 1) return input;
   check_tensor(label, input);

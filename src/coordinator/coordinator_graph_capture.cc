@@ -14,7 +14,7 @@ std::shared_ptr<GraphCaptureContext> GroupCoordinator::graph_capture(
     std::optional<std::uintptr_t> stream_handle) {
   Impl& s = *impl_;
   s.check_alive("graph_capture");
-  const std::string label = s.label("graph_capture");
+  const comm::OpLabel label = s.label("graph_capture");
   GC_CHECK(s.backend == "nccl", label, ": needs the nccl backend (this coordinator uses '",
            s.backend, "')");
 #ifdef GROUPCOORD_WITH_CUDA

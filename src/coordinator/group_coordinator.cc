@@ -71,7 +71,7 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   // Counted first, as vLLM does, so every rank's counter advances even when a check below fails.
   const std::string name = group_name && !group_name->empty() ? *group_name : "anonymous";
   s.unique_name = coordinator_detail::make_unique_name(name);
-  const std::string label = s.label("GroupCoordinator");
+  const comm::OpLabel label = s.label("GroupCoordinator");
 
   // Checks that depend only on arguments every rank passes identically come first, so a bad call
   // fails on every rank before the collective part starts.
@@ -81,8 +81,8 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   GC_CHECK(local_rank >= 0, label, ": local_rank ", local_rank, " must be >= 0");
   GC_CHECK(!timeout || timeout->count() > 0, label, ": timeout ", timeout->count(),
            " ms must be positive");
-  s.backend = coordinator_detail::resolve_backend(backend, label);
-  coordinator_detail::check_group_ranks(group_ranks, world->size(), label);
+  s.backend = coordinator_detail::resolve_backend(backend, comm::to_string(label));
+  coordinator_detail::check_group_ranks(group_ranks, world->size(), comm::to_string(label));
 
   s.rank = world->rank();
   s.local_rank = local_rank;

@@ -48,8 +48,8 @@ struct GroupCoordinator::Impl {
   coordinator_detail::PendingIsends pending_isends;
   bool destroyed = false;
 
-  /// "<unique_name> <op>", for messages.
-  std::string label(const char* op) const { return coordinator_detail::op_label(unique_name, op); }
+  /// "<unique_name> <op>", for messages; formatted only when a message is written.
+  comm::OpLabel label(const char* op) const { return comm::OpLabel{unique_name, op}; }
   /// Throws DistributedError naming `op` after destroy().
   void check_alive(const char* op) const;
   /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.

@@ -37,7 +37,7 @@ bool should_use_all_gather(const std::string& key, std::int64_t numel,
   return use;
 }
 
-void check_divisible(const std::string& label, const std::string& key, std::int64_t numel,
+void check_divisible(const comm::OpLabel& label, const std::string& key, std::int64_t numel,
                      const GroupCoordinator& all_gather_group) {
   GC_CHECK(numel % all_gather_group.world_size() == 0, label, ": tensor '", key, "' has ", numel,
            " elements, which do not split evenly over all_gather_group ",
@@ -53,7 +53,7 @@ Tensor all_gather_slice(const Tensor& contiguous, const GroupCoordinator& all_ga
 }
 
 // An explicit peer is range-checked even when the call is bypassed (world size 1).
-void check_explicit_peer(const std::string& label, const char* what, std::optional<int> peer,
+void check_explicit_peer(const comm::OpLabel& label, const char* what, std::optional<int> peer,
                          int world_size) {
   if (peer) check_group_rank(label, what, *peer, world_size);
 }
@@ -98,13 +98,13 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
     const std::optional<TensorDict>& tensor_dict, int src) {
   Impl& s = *impl_;
   s.check_alive("broadcast_tensor_dict");
-  const std::string label = s.label("broadcast_tensor_dict");
+  const comm::OpLabel label = s.label("broadcast_tensor_dict");
   check_group_rank(label, "src", src, s.world_size);
   if (s.world_size == 1) return tensor_dict;
 
   if (s.rank_in_group == src) {
     GC_CHECK(tensor_dict.has_value(), label, ": src ", src, " (this rank) passed no tensor dict");
-    SplitTensorDict split = split_tensor_dict(*tensor_dict, label);
+    SplitTensorDict split = split_tensor_dict(*tensor_dict, comm::to_string(label));
     for (const auto& [key, tensor] : split.tensors) {
       s.check_route("broadcast_tensor_dict", key, tensor.device());
     }
@@ -115,7 +115,7 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
     return tensor_dict;
   }
 
-  const auto metadata = decode_metadata(broadcast_object(std::nullopt, src), label);
+  const auto metadata = decode_metadata(broadcast_object(std::nullopt, src), comm::to_string(label));
   TensorDict result;
   result.reserve(metadata.size());
   for (const MetadataEntry& entry : metadata) {
@@ -155,13 +155,13 @@ std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
   Impl& s = *impl_;
   const char* op = "isend_tensor_dict";
   s.check_alive(op);
-  const std::string label = s.label(op);
+  const comm::OpLabel label = s.label(op);
   check_explicit_peer(label, "dst", dst, s.world_size);
   if (s.world_size <= 1) return {};
   const int peer = s.resolve_peer(op, "dst", dst);
 
   // Everything is checked and sliced before the first message leaves: a bad dict sends nothing.
-  SplitTensorDict split = split_tensor_dict(tensor_dict, label);
+  SplitTensorDict split = split_tensor_dict(tensor_dict, comm::to_string(label));
   std::vector<Tensor> pieces;
   for (const auto& [key, tensor] : split.tensors) {
     if (tensor.numel() == 0) continue;
@@ -210,13 +210,13 @@ IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
   Impl& s = *impl_;
   const char* op = "irecv_tensor_dict";
   s.check_alive(op);
-  const std::string label = s.label(op);
+  const comm::OpLabel label = s.label(op);
   check_explicit_peer(label, "src", src, s.world_size);
   IrecvTensorDictResult result;
   if (s.world_size == 1) return result;
   const int peer = s.resolve_peer(op, "src", src);
 
-  const auto metadata = decode_metadata(recv_object_bytes(*s.cpu_group, peer, label), label);
+  const auto metadata = decode_metadata(recv_object_bytes(*s.cpu_group, peer, comm::to_string(label)), comm::to_string(label));
   auto dict = std::make_shared<TensorDict>();
   dict->reserve(metadata.size());
   result.tensor_dict = dict;

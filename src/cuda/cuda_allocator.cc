@@ -2,12 +2,15 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <new>
 #include <string>
 #include <unordered_map>
 #include <unordered_set>
+#include <vector>
 
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "groupcoord/cuda/allocator.h"
@@ -29,15 +32,25 @@ class CudaOutOfMemory final : public std::bad_alloc {
 
 }  // namespace
 
-/// The stream each live block was allocated on: it is freed there, after that stream's work.
-struct CudaAsyncAllocator::State {
-  std::mutex mutex;
-  std::unordered_map<void*, cudaStream_t> streams;
-  /// Devices whose default pool has been told to keep freed memory.
-  std::unordered_set<int> pools_configured;
-};
-
 namespace {
+
+// Requests are rounded up to this many bytes, so that near sizes share cache entries.
+constexpr std::size_t kGranularity = 512;
+
+std::size_t round_up(std::size_t nbytes) {
+  return (nbytes + kGranularity - 1) / kGranularity * kGranularity;
+}
+
+// Whether `stream` is capturing; a stream CUDA cannot answer for counts as capturing, so that
+// its blocks stay out of the cache. Never throws (deallocate must not).
+bool capturing_or_unknown(cudaStream_t stream) noexcept {
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+    (void)cudaGetLastError();
+    return true;
+  }
+  return status != cudaStreamCaptureStatusNone;
+}
 
 // By default the device's pool returns freed memory to the driver at every synchronisation, so a
 // steady state of allocations would map and unmap memory all the time; keep it instead (as torch
@@ -52,20 +65,65 @@ void keep_freed_memory(int device) {
 
 }  // namespace
 
-CudaAsyncAllocator::CudaAsyncAllocator() : state_(std::make_unique<State>()) {}
+/// The live blocks (where each was allocated) and the cache of freed ones, by stream and size.
+struct CudaAsyncAllocator::State {
+  struct Key {
+    cudaStream_t stream;
+    int device;
+    std::size_t bytes;
+    bool operator==(const Key& other) const {
+      return stream == other.stream && device == other.device && bytes == other.bytes;
+    }
+  };
+  struct KeyHash {
+    std::size_t operator()(const Key& k) const {
+      const std::size_t h = std::hash<const void*>()(k.stream);
+      return h ^ (k.bytes * 0x9e3779b97f4a7c15ULL) ^ static_cast<std::size_t>(k.device);
+    }
+  };
+  struct Block {
+    Key key;
+    bool captured;  ///< allocated during a graph capture: never cached
+  };
 
-CudaAsyncAllocator::~CudaAsyncAllocator() = default;
+  mutable std::mutex mutex;
+  std::unordered_map<void*, Block> live;
+  std::unordered_map<Key, std::vector<void*>, KeyHash> cache;
+  std::size_t cached_bytes = 0;
+  /// Devices whose default pool has been told to keep freed memory.
+  std::unordered_set<int> pools_configured;
+};
+
+CudaAsyncAllocator::CudaAsyncAllocator(std::size_t max_cached_bytes)
+    : max_cached_bytes_(max_cached_bytes), state_(std::make_unique<State>()) {}
+
+CudaAsyncAllocator::~CudaAsyncAllocator() { release_cached(); }
 
 void* CudaAsyncAllocator::allocate(std::size_t nbytes, Device device) {
   if (nbytes == 0) return nullptr;
-  cuda::DeviceGuard guard(device);
-  {
+  cudaStream_t stream = current_cuda_stream(device);
+  const bool capturing = cuda::stream_is_capturing(stream, "CudaAsyncAllocator: allocating ",
+                                                   nbytes, " bytes on ", device.str());
+  const State::Key key{stream, device.index, round_up(nbytes)};
+  if (!capturing) {
     std::lock_guard<std::mutex> lock(state_->mutex);
+    auto it = state_->cache.find(key);
+    if (it != state_->cache.end() && !it->second.empty()) {
+      void* ptr = it->second.back();
+      it->second.pop_back();
+      state_->cached_bytes -= key.bytes;
+      state_->live.emplace(ptr, State::Block{key, false});
+      return ptr;
+    }
     if (state_->pools_configured.insert(device.index).second) keep_freed_memory(device.index);
   }
-  cudaStream_t stream = current_cuda_stream(device);
+  cuda::DeviceGuard guard(device);
   void* ptr = nullptr;
-  const cudaError_t error = cudaMallocAsync(&ptr, nbytes, stream);
+  cudaError_t error = cudaMallocAsync(&ptr, key.bytes, stream);
+  if (error == cudaErrorMemoryAllocation && !capturing) {
+    (void)cudaGetLastError();
+    if (release_cached() > 0) error = cudaMallocAsync(&ptr, key.bytes, stream);
+  }
   if (error == cudaErrorMemoryAllocation) {
     (void)cudaGetLastError();
     throw CudaOutOfMemory("CudaAsyncAllocator: out of memory allocating " + std::to_string(nbytes) +
@@ -73,32 +131,72 @@ void* CudaAsyncAllocator::allocate(std::size_t nbytes, Device device) {
   }
   GC_CUDA_CHECK(error, "CudaAsyncAllocator: allocating ", nbytes, " bytes on ", device.str());
   std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->streams[ptr] = stream;
+  state_->live.emplace(ptr, State::Block{key, capturing});
   return ptr;
 }
 
 void CudaAsyncAllocator::deallocate(void* ptr, std::size_t nbytes, Device device) {
   if (ptr == nullptr) return;
-  cudaStream_t stream = nullptr;
+  State::Block block{};
   bool known = false;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = state_->streams.find(ptr);
-    if (it != state_->streams.end()) {
-      stream = it->second;
+    auto it = state_->live.find(ptr);
+    if (it != state_->live.end()) {
+      block = it->second;
       known = true;
-      state_->streams.erase(it);
+      state_->live.erase(it);
     }
   }
   GC_ASSERT(known, "CudaAsyncAllocator: ", ptr, " (", nbytes, " bytes on ", device.str(),
             ") was not allocated by this allocator");
-  const cudaError_t error = cudaFreeAsync(ptr, stream);
+  if (!block.captured && !capturing_or_unknown(block.key.stream)) {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    if (state_->cached_bytes + block.key.bytes <= max_cached_bytes_) {
+      state_->cache[block.key].push_back(ptr);
+      state_->cached_bytes += block.key.bytes;
+      return;
+    }
+  }
+  const cudaError_t error = cudaFreeAsync(ptr, block.key.stream);
   // At process exit the runtime may already be gone; the memory goes with it.
   if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed) {
     (void)cudaGetLastError();
     return;
   }
   GC_CUDA_CHECK(error, "CudaAsyncAllocator: freeing ", nbytes, " bytes on ", device.str());
+}
+
+std::size_t CudaAsyncAllocator::release_cached() {
+  std::unordered_map<State::Key, std::vector<void*>, State::KeyHash> cache;
+  {
+    std::lock_guard<std::mutex> lock(state_->mutex);
+    cache.swap(state_->cache);
+    state_->cached_bytes = 0;
+  }
+  std::size_t released = 0;
+  for (const auto& [key, blocks] : cache) {
+    // cudaFree, not cudaFreeAsync on the block's stream: that stream may have been destroyed
+    // since; cudaFree waits for the device, which a rare release can afford.
+    int previous = -1;
+    const bool switched = cudaGetDevice(&previous) == cudaSuccess && previous != key.device &&
+                          cudaSetDevice(key.device) == cudaSuccess;
+    for (void* ptr : blocks) {
+      const cudaError_t error = cudaFree(ptr);
+      if (error != cudaSuccess) {
+        (void)cudaGetLastError();  // at exit the runtime may be gone: the memory goes with it
+      } else {
+        released += key.bytes;
+      }
+    }
+    if (switched) cudaSetDevice(previous);
+  }
+  return released;
+}
+
+std::size_t CudaAsyncAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->cached_bytes;
 }
 
 bool install_cuda_allocator_if_absent() {

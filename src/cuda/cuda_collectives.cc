@@ -14,6 +14,13 @@
 
 namespace groupcoord {
 
+namespace {
+
+// An undefined tensor to bind references to (no Tensor copies on the hot path).
+const Tensor kNoTensor;
+
+}  // namespace
+
 Tensor CudaCommunicator::all_reduce(const Tensor& input) {
   const comm::OpLabel where = label("all_reduce");
   nccl(where.op);
@@ -35,7 +42,8 @@ Tensor CudaCommunicator::reduce_all(const comm::OpLabel& where, const Tensor& in
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   cuda::DeviceGuard guard(device_);
   if (auto routed = symmetric_all_reduce(where, input, out)) return *routed;
-  const Tensor in = input.contiguous();
+  Tensor compact;  // only for a strided input: no Tensor copy on the hot path
+  const Tensor& in = input.is_contiguous() ? input : (compact = input.contiguous());
   const Tensor result = out.defined() ? out : Tensor::empty(in.shape(), in.dtype(), device_);
   if (in.numel() == 0) return result;
   cudaStream_t stream = current_cuda_stream(device_);
@@ -160,9 +168,12 @@ Tensor CudaCommunicator::broadcast(const Tensor& tensor, int src) {
 Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim, const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
-  const Tensor front = comm::move_dim_to_front(input, dim);
+  Tensor moved;  // only when dim 0 is not already the front of a compact tensor
+  const Tensor& front = dim == 0 && input.is_contiguous()
+                            ? input
+                            : (moved = comm::move_dim_to_front(input, dim));
   // Along dim 0 the gathered layout is the result's: NCCL writes straight into `out`.
-  const Tensor direct = dim == 0 ? out : Tensor();
+  const Tensor& direct = dim == 0 ? out : kNoTensor;
   Tensor gathered;
   if (auto routed = symmetric_all_gather(front, direct)) {
     gathered = *routed;
@@ -187,8 +198,11 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
-  const Tensor front = comm::move_dim_to_front(input, dim);
-  const Tensor direct = dim == 0 ? out : Tensor();
+  Tensor moved;
+  const Tensor& front = dim == 0 && input.is_contiguous()
+                            ? input
+                            : (moved = comm::move_dim_to_front(input, dim));
+  const Tensor& direct = dim == 0 ? out : kNoTensor;
   Tensor scattered;
   if (auto routed = symmetric_reduce_scatter(where, front, direct)) {
     scattered = *routed;
@@ -210,6 +224,7 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
 
 Tensor CudaCommunicator::finish_front(const Tensor& front, int dim, const Tensor& out) {
   if (out.defined() && front.data_ptr() == out.data_ptr()) return out;  // written in place
+  if (dim == 0 && !out.defined()) return front;                        // already the layout
   const Tensor result = comm::move_dim_from_front(front, dim);
   return out.defined() ? comm::write_into(out, result) : result;
 }

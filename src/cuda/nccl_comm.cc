@@ -34,9 +34,8 @@ NcclComm::~NcclComm() {
   }
 }
 
-void NcclComm::enqueue(const char* op, cudaStream_t stream, const NcclCall& call,
+void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call,
                        Tensor keepalive) {
-  DeviceGuard guard(device_);
   const ncclResult_t result = call_nccl(op, timeout_, call);
   if (result != ncclSuccess) fail_call(op, result);
   track(op, stream, std::move(keepalive));
@@ -62,7 +61,7 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
 }
 
 ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit,
-                                 const NcclCall& call, bool teardown) {
+                                 NcclCallRef call, bool teardown) {
   std::lock_guard<std::mutex> serial(call_mutex_);
   ncclComm_t comm = nullptr;
   {

@@ -52,6 +52,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <type_traits>
 #include <vector>
 
 #include "cuda/nccl_api.h"
@@ -63,8 +64,31 @@
 namespace groupcoord {
 namespace cuda {
 
-/// One NCCL call (or several, for a group), issued with the communicator's handle.
+/// One NCCL call (or several, for a group), issued with the communicator's handle; owning, for
+/// calls collected into a group.
 using NcclCall = std::function<ncclResult_t(const NcclApi& api, ncclComm_t comm)>;
+
+/// A borrowed NCCL call for the hot path: it refers to the caller's callable instead of copying
+/// it (a std::function would allocate for most lambdas), so it is valid only during the call it
+/// is passed to.
+class NcclCallRef {
+ public:
+  template <typename F,
+            typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, NcclCallRef>>>
+  NcclCallRef(F&& call)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+      : callable_(const_cast<void*>(static_cast<const void*>(std::addressof(call)))),
+        invoke_([](void* callable, const NcclApi& api, ncclComm_t comm) {
+          return (*static_cast<std::remove_reference_t<F>*>(callable))(api, comm);
+        }) {}
+
+  ncclResult_t operator()(const NcclApi& api, ncclComm_t comm) const {
+    return invoke_(callable_, api, comm);
+  }
+
+ private:
+  void* callable_;
+  ncclResult_t (*invoke_)(void* callable, const NcclApi& api, ncclComm_t comm);
+};
 
 /// A blocking NCCL communicator created within a deadline, with a watchdog. See the file comment.
 class NcclComm {
@@ -108,10 +132,11 @@ class NcclComm {
   void release_completed();
 
   /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
-  /// the operation completes. Throws when the communicator is broken or destroyed, when NCCL
+  /// the operation completes. The caller has made device() current (its DeviceGuard: one per
+  /// call, not one per layer, on the hot path). Throws when the communicator is broken or destroyed, when NCCL
   /// reports an error (DistributedError; the communicator is aborted if NCCL says it is broken)
   /// or when the call stays inside NCCL past the timeout (TimeoutError, aborted).
-  void enqueue(const char* op, cudaStream_t stream, const NcclCall& call, Tensor keepalive = {});
+  void enqueue(const char* op, cudaStream_t stream, NcclCallRef call, Tensor keepalive = {});
   /// As enqueue() for several calls between ncclGroupStart and ncclGroupEnd.
   void enqueue_group(const char* op, cudaStream_t stream, const std::vector<NcclCall>& calls,
                      Tensor keepalive = {});
@@ -170,7 +195,7 @@ class NcclComm {
   /// calls and watched: still inside NCCL after `limit`, the watchdog aborts the communicator.
   /// Returns NCCL's result. Throws when the communicator is unusable before the call (`teardown`:
   /// destroy() may still use it) or was broken during it.
-  ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, const NcclCall& call,
+  ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
                          bool teardown = false);
   /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted
   /// (TimeoutError / DistributedError) when NCCL reports it broken, else DistributedError says

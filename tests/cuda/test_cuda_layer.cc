@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <thread>
+#include <vector>
 
 #include "cuda/abort_registry.h"
 #include "cuda_values.h"
@@ -160,6 +161,56 @@ TEST_F(CudaLayerGpu, AllocatorFreesOnTheAllocationStream) {
   }  // both freed on `side`
   ASSERT_EQ(cudaStreamSynchronize(side), cudaSuccess);
   cudaStreamDestroy(side);
+}
+
+TEST_F(CudaLayerGpu, AllocatorReusesABlockOnlyOnItsStreamAndNeverDuringCapture) {
+  CudaAsyncAllocator allocator;
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  void* first = nullptr;
+  {
+    CudaStreamGuard guard(device_, a);
+    first = allocator.allocate(4000, device_);
+    allocator.deallocate(first, 4000, device_);
+    EXPECT_EQ(allocator.cached_bytes(), 4096u) << "rounded up to 512 bytes and cached";
+    void* again = allocator.allocate(3900, device_);
+    EXPECT_EQ(again, first) << "same stream, same rounded size: the cached block";
+    EXPECT_EQ(allocator.cached_bytes(), 0u);
+    allocator.deallocate(again, 3900, device_);
+  }
+  {
+    CudaStreamGuard guard(device_, b);
+    void* other = allocator.allocate(4000, device_);
+    EXPECT_NE(other, first) << "a block freed on stream a is not reused on stream b";
+    allocator.deallocate(other, 4000, device_);
+  }
+  {
+    // During capture: a graph allocation node, not the cached block; freed into the graph.
+    CudaStreamGuard guard(device_, a);
+    ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    void* captured = allocator.allocate(4000, device_);
+    EXPECT_NE(captured, first);
+    allocator.deallocate(captured, 4000, device_);
+    cudaGraph_t graph = nullptr;
+    ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess);
+    cudaGraphDestroy(graph);
+  }
+  EXPECT_EQ(allocator.cached_bytes(), 2 * 4096u) << "one block cached per stream";
+  EXPECT_EQ(allocator.release_cached(), 2 * 4096u);
+  EXPECT_EQ(allocator.cached_bytes(), 0u);
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
+}
+
+TEST_F(CudaLayerGpu, AllocatorCachesNoMoreThanItsBound) {
+  CudaAsyncAllocator allocator(/*max_cached_bytes=*/8192);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 4; ++i) blocks.push_back(allocator.allocate(4096, device_));
+  for (void* p : blocks) allocator.deallocate(p, 4096, device_);
+  EXPECT_EQ(allocator.cached_bytes(), 8192u) << "the two blocks past the bound went to the pool";
+  EXPECT_EQ(allocator.release_cached(), 8192u);
 }
 
 // Value of element `coords` of the reference array of `shape`.

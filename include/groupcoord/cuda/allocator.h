@@ -10,29 +10,54 @@
 
 namespace groupcoord {
 
-/// Stream-ordered CUDA allocator. A block is allocated on the current stream of its device
-/// (stream.h) and returned to the pool, stream-ordered, on that same stream: work enqueued on
-/// that stream before the tensor dies finishes before the memory is reused. A tensor used on
-/// another stream must be kept alive by the caller until that stream's work is done (as with
-/// torch's record_stream).
+/// Stream-ordered CUDA allocator with a per-stream cache. A block is allocated on the current
+/// stream of its device (stream.h) and, when its tensor dies, goes back to a cache for that stream
+/// and size: the next allocation of that size on that stream reuses it without a CUDA call. This
+/// is safe without any synchronisation because the reuse is ordered on the same stream after the
+/// work that used the block (cudaMallocAsync's own rule, and torch's caching allocator's). It
+/// matters on the hot path: cudaMallocAsync + cudaFreeAsync cost 1-4 µs of host time per call,
+/// a cache hit about a hundred nanoseconds.
 ///
-/// Inside a CUDA graph capture, allocations become graph allocation nodes (cudaMallocAsync on
-/// the capturing stream). A block allocated during capture and freed after it lives on for the
-/// graph's replays; relaunching such a graph needs cudaGraphInstantiateFlagAutoFreeOnLaunch.
+/// A tensor used on another stream must be kept alive by the caller until that stream's work is
+/// done (as with torch's record_stream), and a stream must not be destroyed while work that used
+/// its blocks is still pending.
+///
+/// Cached memory is returned to the device's pool (synchronously, so that a stream destroyed
+/// since cannot matter) by release_cached(), when the cache would exceed max_cached_bytes(), and
+/// before an allocation that found the device out of memory is retried once.
+///
+/// Inside a CUDA graph capture nothing comes from or goes to the cache: allocations become
+/// graph allocation nodes (cudaMallocAsync on the capturing stream), and a block freed while its
+/// stream captures is freed with cudaFreeAsync, as before caching existed. A block allocated
+/// during capture and freed after it lives on for the graph's replays; relaunching such a graph
+/// needs cudaGraphInstantiateFlagAutoFreeOnLaunch.
 ///
 /// Thread-safe. Out of memory throws std::bad_alloc whose what() names the device and size;
 /// other CUDA failures throw DistributedError.
 class CudaAsyncAllocator final : public Allocator {
  public:
-  CudaAsyncAllocator();
+  /// Default bound of the bytes held in the cache (all devices and streams together).
+  static constexpr std::size_t kDefaultMaxCachedBytes = std::size_t{1} << 30;
+
+  explicit CudaAsyncAllocator(std::size_t max_cached_bytes = kDefaultMaxCachedBytes);
+  /// Releases the cache.
   ~CudaAsyncAllocator() override;
   /// A block of `nbytes` on `device` (nullptr for 0 bytes).
   void* allocate(std::size_t nbytes, Device device) override;
-  /// Frees a block from allocate() on the stream it was allocated on.
+  /// Gives a block from allocate() back: to the cache of the stream it was allocated on, or (past
+  /// the bound, or during capture) to the pool, stream-ordered on that stream.
   void deallocate(void* ptr, std::size_t nbytes, Device device) override;
+
+  /// Returns every cached block to its device's pool (as torch.cuda.empty_cache). Returns the
+  /// number of bytes released.
+  std::size_t release_cached();
+  /// Bytes held in the cache now.
+  std::size_t cached_bytes() const;
+  std::size_t max_cached_bytes() const { return max_cached_bytes_; }
 
  private:
   struct State;
+  std::size_t max_cached_bytes_;
   std::unique_ptr<State> state_;
 };
 
