@@ -172,7 +172,15 @@ ImportedArray import_dlpack(py::handle obj, const ArgContext& ctx, py::handle st
   return out;
 }
 
-bool is_py_tensor(py::handle obj) { return py::isinstance<PyTensor>(obj); }
+/// groupcoord.Tensor's type, looked up once (pybind11's isinstance looks the C++ type up in its
+/// registry and goes through type.__instancecheck__ on every call).
+bool is_py_tensor(py::handle obj) {
+  static PyTypeObject* type = nullptr;
+  if (type == nullptr) {
+    type = reinterpret_cast<PyTypeObject*>(py::type::of<PyTensor>().ptr());  // lives as long
+  }
+  return PyObject_TypeCheck(obj.ptr(), type) != 0;
+}
 
 /// A groupcoord.Tensor: on a `stream=` other than the one it was made on, that stream waits for
 /// it (as a DLPack producer would arrange).
@@ -195,11 +203,13 @@ ImportedArray import_py_tensor(py::handle obj, py::handle stream) {
 bool import_framework(py::handle obj, py::handle stream, ImportedArray* out) {
   FrameworkArray array;
   if (!read_framework_array(obj, &array)) return false;
-  out->tensor = array.tensor;
+  out->tensor = std::move(array.tensor);
   out->library = &framework_library(array.framework);
-  out->stream = framework_call_stream(stream, array.framework, array.tensor.device());
+  out->stream = framework_call_stream(stream, array.framework, out->tensor.device());
   out->framework = array.framework;
   out->object = obj;
+  out->shape_object = std::move(array.shape);
+  out->dtype_object = std::move(array.dtype);
   return true;
 }
 
@@ -209,17 +219,20 @@ bool is_array(py::handle obj) {
   return is_numpy_array(obj) || is_py_tensor(obj) || py::hasattr(obj, "__dlpack__");
 }
 
-ImportedArray import_array(py::handle obj, const ArgContext& ctx, Access access,
-                           py::handle stream, Ownership ownership) {
+ImportedArray import_array(py::handle obj, const ArgContext& ctx, Access access, py::handle stream,
+                           Ownership ownership) {
   if (is_numpy_array(obj)) {
     ImportedArray out;
     out.tensor = import_numpy(obj, ctx, access);
-    out.library = &library_by_name("numpy");
+    static const ArrayLibrary* numpy = &library_by_name("numpy");
+    out.library = numpy;
     return out;
   }
+  if (ownership == Ownership::Borrowed) {  // first: a type comparison for anything else
+    ImportedArray fast;
+    if (import_framework(obj, stream, &fast)) return fast;
+  }
   if (is_py_tensor(obj)) return import_py_tensor(obj, stream);
-  ImportedArray fast;
-  if (ownership == Ownership::Borrowed && import_framework(obj, stream, &fast)) return fast;
   if (!py::hasattr(obj, "__dlpack__")) {
     fail(ctx, "must be an array (numpy, torch, cupy or any object with __dlpack__), got " +
                   type_name(obj));

@@ -45,6 +45,9 @@ struct ImportedArray {
   /// Set when the array came through the torch/cupy fast path (the tensor is a borrowed view).
   std::optional<Framework> framework;
   pybind11::handle object;  ///< the Python array (borrowed: valid during the call)
+  /// Fast path: the array's shape and dtype objects (FrameworkArray), for results like it.
+  pybind11::object shape_object;
+  pybind11::object dtype_object;
 };
 
 /// True for anything import_array accepts (numpy array, groupcoord.Tensor, __dlpack__).

@@ -222,8 +222,12 @@ bool offloaded(BlockingKind kind) {
 
 }  // namespace
 
+bool runs_inline(BlockingKind kind) {
+  return kind == BlockingKind::Enqueue || !offloaded(kind) || g_in_wait || !on_main_thread();
+}
+
 void run_blocking(BlockingKind kind, std::function<void()> body) {
-  if (!offloaded(kind) || g_in_wait || !on_main_thread()) {
+  if (runs_inline(kind)) {
     run_inline(body);
     return;
   }

@@ -21,6 +21,8 @@
 // Other threads (no signal handlers run there) always call inline with the GIL released.
 #pragma once
 
+#include <pybind11/pybind11.h>
+
 #include <cstdint>
 #include <exception>
 #include <functional>
@@ -45,10 +47,19 @@ enum class BlockingKind {
 /// waiting propagates as pybind11::error_already_set.
 void run_blocking(BlockingKind kind, std::function<void()> body);
 
-/// run_blocking for a body that returns a value.
+/// Whether a call of `kind` made now runs on the calling thread (Enqueue calls always do; the
+/// others unless they are interruptible here). The caller holds the GIL.
+bool runs_inline(BlockingKind kind);
+
+/// run_blocking for a body that returns a value. A call that runs inline calls `fn` directly
+/// (no std::function, no shared result slot: nothing is allocated per call).
 template <typename Fn>
 auto call_blocking(BlockingKind kind, Fn fn) -> decltype(fn()) {
   using Result = decltype(fn());
+  if (runs_inline(kind)) {
+    pybind11::gil_scoped_release release;
+    return fn();
+  }
   if constexpr (std::is_void_v<Result>) {
     run_blocking(kind, std::move(fn));
   } else {

@@ -11,7 +11,6 @@
 #include "stream_order.h"
 
 namespace py = pybind11;
-using namespace pybind11::literals;
 
 namespace groupcoord {
 namespace python {
@@ -20,30 +19,85 @@ namespace {
 // Every cache below is touched with the GIL held only, and leaked on purpose: it holds Python
 // objects that must not be released after the interpreter is gone.
 
-/// sys.modules[name], or a null object when the module is not imported. Never imports.
-py::object imported_module(const char* name) {
-  PyObject* module = PyImport_GetModule(py::str(name).ptr());  // new reference or null
-  if (module == nullptr) {
-    PyErr_Clear();
-    return py::object();
+PyObject* intern(const char* text) {
+  PyObject* name = PyUnicode_InternFromString(text);
+  if (name == nullptr) throw py::error_already_set();
+  return name;
+}
+
+/// The attribute and method names the fast path uses, interned once: a lookup by an interned
+/// name skips building (and hashing) a temporary string per call.
+struct Names {
+  PyObject* torch = intern("torch");
+  PyObject* cupy = intern("cupy");
+  PyObject* is_cuda = intern("is_cuda");
+  PyObject* dtype = intern("dtype");
+  PyObject* shape = intern("shape");
+  PyObject* stride = intern("stride");
+  PyObject* strides = intern("strides");
+  PyObject* get_device = intern("get_device");
+  PyObject* data_ptr = intern("data_ptr");
+  PyObject* new_empty = intern("new_empty");
+  PyObject* data = intern("data");
+  PyObject* ptr = intern("ptr");
+  PyObject* device_id = intern("device_id");
+};
+
+const Names& names() {
+  static const Names* names = new Names();
+  return *names;
+}
+
+/// New reference or null (with the Python error set) as an object.
+py::object steal(PyObject* value) { return py::reinterpret_steal<py::object>(value); }
+
+/// obj.name (null object on error, the error set).
+py::object get_attr(PyObject* obj, PyObject* name) { return steal(PyObject_GetAttr(obj, name)); }
+
+/// obj.name() without a bound-method object (null object on error, the error set).
+py::object call_method(PyObject* obj, PyObject* name) {
+  PyObject* args[] = {obj};
+  return steal(PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+}
+
+/// fn(index) (null object on error, the error set).
+py::object call_with_int(PyObject* fn, long index) {
+  py::object arg = steal(PyLong_FromLong(index));
+  if (!arg) return arg;
+  PyObject* args[] = {nullptr, arg.ptr()};
+  return steal(PyObject_Vectorcall(fn, args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+}
+
+/// `value` as an unsigned integer (a pointer or stream handle); throws error_already_set.
+std::uintptr_t to_address(const py::object& value) {
+  if (!value) throw py::error_already_set();
+  const unsigned long long address = PyLong_AsUnsignedLongLong(value.ptr());
+  if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) {
+    throw py::error_already_set();
   }
-  return py::reinterpret_steal<py::object>(module);
+  return static_cast<std::uintptr_t>(address);
+}
+
+/// sys.modules[name], or a null object when the module is not imported. Never imports.
+py::object imported_module(PyObject* name) {
+  PyObject* module = PyImport_GetModule(name);  // new reference or null
+  if (module == nullptr) PyErr_Clear();
+  return steal(module);
 }
 
 /// torch's objects the fast path calls, found once torch is imported.
 struct TorchApi {
   py::object module;
-  py::object tensor_type;  ///< torch.Tensor
-  py::object raw_stream;   ///< torch._C._cuda_getCurrentRawStream (None when absent)
+  PyObject* tensor_type;  ///< torch.Tensor
+  py::object raw_stream;  ///< torch._C._cuda_getCurrentRawStream (None when absent)
 };
 
 /// cupy's, likewise.
 struct CupyApi {
-  py::object ndarray_type;        ///< cupy.ndarray
+  PyObject* ndarray_type;         ///< cupy.ndarray (its constructor is what cupy.empty calls)
   py::object get_current_stream;  ///< cupy.cuda.get_current_stream
   py::object get_device;          ///< cupy.cuda.runtime.getDevice
   py::object device;              ///< cupy.cuda.Device
-  py::object empty;               ///< cupy.empty
   /// Whether get_current_stream takes a device id (cupy >= 10: per-device current streams):
   /// -1 not known yet, 0 no, 1 yes.
   int stream_takes_device = -1;
@@ -52,27 +106,23 @@ struct CupyApi {
 const TorchApi* torch_api() {
   static TorchApi* api = nullptr;
   if (api != nullptr) return api;
-  py::object torch = imported_module("torch");
+  py::object torch = imported_module(names().torch);
   if (!torch || !py::hasattr(torch, "Tensor")) return nullptr;  // not (yet fully) imported
   py::object raw = py::getattr(torch.attr("_C"), "_cuda_getCurrentRawStream", py::none());
-  api = new TorchApi{torch, torch.attr("Tensor"), raw};
+  api = new TorchApi{torch, py::object(torch.attr("Tensor")).release().ptr(), raw};
   return api;
 }
 
 CupyApi* cupy_api() {
   static CupyApi* api = nullptr;
   if (api != nullptr) return api;
-  py::object cupy = imported_module("cupy");
+  py::object cupy = imported_module(names().cupy);
   if (!cupy || !py::hasattr(cupy, "ndarray") || !py::hasattr(cupy, "cuda")) return nullptr;
   py::object cuda = cupy.attr("cuda");
-  api = new CupyApi{cupy.attr("ndarray"), cuda.attr("get_current_stream"),
-                    cuda.attr("runtime").attr("getDevice"), cuda.attr("Device"),
-                    cupy.attr("empty")};
+  api =
+      new CupyApi{py::object(cupy.attr("ndarray")).release().ptr(), cuda.attr("get_current_stream"),
+                  cuda.attr("runtime").attr("getDevice"), cuda.attr("Device")};
   return api;
-}
-
-bool has_type(py::handle obj, const py::object& type) {
-  return reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr())) == type.ptr();
 }
 
 /// Runs `fn` with cupy's current device set to `index` (a no-op when it already is).
@@ -113,42 +163,73 @@ std::optional<DType> dtype_of(py::handle dtype, Framework framework) {
   return value;
 }
 
-/// The ints of a tuple (torch.Size is one), false for anything else.
-bool read_ints(py::handle seq, Shape* out) {
-  if (!PyTuple_Check(seq.ptr())) return false;
+/// The ints of a tuple (torch.Size is one), false for anything else (a Python error may be set).
+bool read_ints(const py::object& seq, Shape* out) {
+  if (!seq || !PyTuple_Check(seq.ptr())) return false;
   const Py_ssize_t n = PyTuple_GET_SIZE(seq.ptr());
   out->resize(static_cast<std::size_t>(n));
   for (Py_ssize_t i = 0; i < n; ++i) {
     const long long value = PyLong_AsLongLong(PyTuple_GET_ITEM(seq.ptr(), i));
-    if (value == -1 && PyErr_Occurred()) {
-      PyErr_Clear();
-      return false;
-    }
+    if (value == -1 && PyErr_Occurred()) return false;
     (*out)[static_cast<std::size_t>(i)] = value;
   }
   return true;
 }
 
-void* address(py::handle value) { return reinterpret_cast<void*>(value.cast<std::uintptr_t>()); }
-
-bool read_torch(py::handle obj, FrameworkArray* out) {
-  if (obj.attr("is_cuda").ptr() != Py_True) return false;
-  const std::optional<DType> dtype = dtype_of(obj.attr("dtype"), Framework::Torch);
-  Shape shape, strides;  // torch strides count elements, as groupcoord's
-  if (!dtype || !read_ints(obj.attr("shape"), &shape) || !read_ints(obj.attr("stride")(), &strides)) {
-    return false;
-  }
-  const int index = obj.attr("get_device")().cast<int>();
-  out->framework = Framework::Torch;
-  out->tensor = Tensor::from_blob(address(obj.attr("data_ptr")()), shape, strides, *dtype,
-                                  Device::cuda(index));
+/// An int attribute or call result as a C int; false on error (a Python error may be set).
+bool read_int(const py::object& value, int* out) {
+  if (!value) return false;
+  const long index = PyLong_AsLong(value.ptr());
+  if (index == -1 && PyErr_Occurred()) return false;
+  *out = static_cast<int>(index);
   return true;
 }
 
-bool read_cupy(py::handle obj, FrameworkArray* out) {
-  const std::optional<DType> dtype = dtype_of(obj.attr("dtype"), Framework::Cupy);
+bool read_address(const py::object& value, void** out) {
+  if (!value) return false;
+  const unsigned long long address = PyLong_AsUnsignedLongLong(value.ptr());
+  if (address == static_cast<unsigned long long>(-1) && PyErr_Occurred()) return false;
+  *out = reinterpret_cast<void*>(static_cast<std::uintptr_t>(address));
+  return true;
+}
+
+/// torch: is_cuda, dtype, shape, stride(), get_device(), data_ptr() — six calls.
+bool read_torch(PyObject* obj, FrameworkArray* out) {
+  const Names& n = names();
+  py::object is_cuda = get_attr(obj, n.is_cuda);
+  if (!is_cuda || is_cuda.ptr() != Py_True) return false;
+  py::object dtype_object = get_attr(obj, n.dtype);
+  if (!dtype_object) return false;
+  const std::optional<DType> dtype = dtype_of(dtype_object, Framework::Torch);
+  if (!dtype) return false;
+  Shape shape, strides;  // torch strides count elements, as groupcoord's
+  py::object shape_object = get_attr(obj, n.shape);
+  if (!read_ints(shape_object, &shape) || !read_ints(call_method(obj, n.stride), &strides)) {
+    return false;
+  }
+  int index = 0;
+  void* data = nullptr;
+  if (!read_int(call_method(obj, n.get_device), &index) ||
+      !read_address(call_method(obj, n.data_ptr), &data)) {
+    return false;
+  }
+  out->framework = Framework::Torch;
+  out->tensor = Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index));
+  out->shape = std::move(shape_object);
+  out->dtype = std::move(dtype_object);
+  return true;
+}
+
+/// cupy: dtype, shape, strides, data, data.ptr, data.device_id — attribute reads only.
+bool read_cupy(PyObject* obj, FrameworkArray* out) {
+  const Names& n = names();
+  py::object dtype_object = get_attr(obj, n.dtype);
+  if (!dtype_object) return false;
+  const std::optional<DType> dtype = dtype_of(dtype_object, Framework::Cupy);
+  if (!dtype) return false;
   Shape shape, strides;  // cupy strides count bytes
-  if (!dtype || !read_ints(obj.attr("shape"), &shape) || !read_ints(obj.attr("strides"), &strides)) {
+  py::object shape_object = get_attr(obj, n.shape);
+  if (!read_ints(shape_object, &shape) || !read_ints(get_attr(obj, n.strides), &strides)) {
     return false;
   }
   const auto item = static_cast<std::int64_t>(dtype_size(*dtype));
@@ -156,54 +237,67 @@ bool read_cupy(py::handle obj, FrameworkArray* out) {
     if (stride < 0 || stride % item != 0) return false;  // DLPack's path copies or refuses
     stride /= item;
   }
-  const int index = obj.attr("device").attr("id").cast<int>();
+  py::object memory = get_attr(obj, n.data);  // a cupy.cuda.MemoryPointer
+  if (!memory) return false;
+  int index = 0;
+  void* data = nullptr;
+  if (!read_int(get_attr(memory.ptr(), n.device_id), &index) ||
+      !read_address(get_attr(memory.ptr(), n.ptr), &data)) {
+    return false;
+  }
   out->framework = Framework::Cupy;
-  out->tensor = Tensor::from_blob(address(obj.attr("data").attr("ptr")), shape, strides, *dtype,
-                                  Device::cuda(index));
+  out->tensor = Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index));
+  out->shape = std::move(shape_object);
+  out->dtype = std::move(dtype_object);
   return true;
 }
 
 }  // namespace
 
 bool read_framework_array(py::handle obj, FrameworkArray* out) {
+  bool ok = false;
   try {
-    if (const TorchApi* torch = torch_api(); torch != nullptr && has_type(obj, torch->tensor_type)) {
-      return read_torch(obj, out);
-    }
-    if (const CupyApi* cupy = cupy_api(); cupy != nullptr && has_type(obj, cupy->ndarray_type)) {
-      return read_cupy(obj, out);
+    PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
+    if (const TorchApi* torch = torch_api(); torch != nullptr && type == torch->tensor_type) {
+      ok = read_torch(obj.ptr(), out);
+    } else if (const CupyApi* cupy = cupy_api(); cupy != nullptr && type == cupy->ndarray_type) {
+      ok = read_cupy(obj.ptr(), out);
     }
   } catch (const py::error_already_set&) {
     // A tensor whose memory these calls cannot describe (sparse, meta, ...): DLPack's path
     // reports it properly.
+    ok = false;
   } catch (const py::cast_error&) {
+    ok = false;
   }
-  return false;
+  if (!ok) PyErr_Clear();
+  return ok;
 }
 
 std::uintptr_t framework_current_stream(Framework framework, int index) {
   if (framework == Framework::Torch) {
     const TorchApi* api = torch_api();
     GC_ASSERT(api != nullptr, "torch's current stream asked for, but torch is not imported");
-    if (!api->raw_stream.is_none()) return api->raw_stream(index).cast<std::uintptr_t>();
-    return api->module.attr("cuda").attr("current_stream")(index).attr("cuda_stream")
+    if (!api->raw_stream.is_none()) return to_address(call_with_int(api->raw_stream.ptr(), index));
+    return api->module.attr("cuda")
+        .attr("current_stream")(index)
+        .attr("cuda_stream")
         .cast<std::uintptr_t>();
   }
   CupyApi* api = cupy_api();
   GC_ASSERT(api != nullptr, "cupy's current stream asked for, but cupy is not imported");
   if (api->stream_takes_device != 0) {
-    try {
-      const auto handle = api->get_current_stream(index).attr("ptr").cast<std::uintptr_t>();
+    py::object stream = call_with_int(api->get_current_stream.ptr(), index);
+    if (stream) {
       api->stream_takes_device = 1;
-      return handle;
-    } catch (py::error_already_set& e) {
-      if (api->stream_takes_device == 1 || !e.matches(PyExc_TypeError)) throw;
-      api->stream_takes_device = 0;  // cupy < 10: one current stream, read on the device
+      return to_address(get_attr(stream.ptr(), names().ptr));
     }
+    py::error_already_set error;
+    if (api->stream_takes_device == 1 || !error.matches(PyExc_TypeError)) throw error;
+    api->stream_takes_device = 0;  // cupy < 10: one current stream, read on the device
   }
-  return on_cupy_device(*api, index, [&] {
-    return api->get_current_stream().attr("ptr").cast<std::uintptr_t>();
-  });
+  return on_cupy_device(
+      *api, index, [&] { return api->get_current_stream().attr("ptr").cast<std::uintptr_t>(); });
 }
 
 std::uintptr_t framework_call_stream(py::handle stream, Framework framework, Device device) {
@@ -214,21 +308,40 @@ std::uintptr_t framework_call_stream(py::handle stream, Framework framework, Dev
   return chosen;
 }
 
-py::object framework_empty(py::handle like, Framework framework, const Tensor& like_tensor,
-                           const Shape& shape, Tensor* view) {
-  py::tuple dims = int_tuple(shape);
+py::object framework_empty(Framework framework, py::handle like, const Tensor& like_tensor,
+                           py::handle dtype_object, const Shape& shape, py::handle shape_object,
+                           Tensor* view) {
+  py::object dims;
+  if (shape_object) {
+    dims = py::reinterpret_borrow<py::object>(shape_object);
+  } else {
+    dims = int_tuple(shape);
+  }
   py::object out;
-  void* data = nullptr;
+  std::uintptr_t data = 0;
   if (framework == Framework::Torch) {
-    out = like.attr("new_empty")(dims);  // like's dtype and device, torch's current stream
-    data = address(out.attr("data_ptr")());
+    // like.new_empty(dims): like's dtype and device, torch's caching allocator on torch's
+    // current stream.
+    PyObject* args[] = {like.ptr(), dims.ptr()};
+    out = steal(PyObject_VectorcallMethod(names().new_empty, args,
+                                          2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    if (!out) throw py::error_already_set();
+    data = to_address(call_method(out.ptr(), names().data_ptr));
   } else {
     const CupyApi& api = *cupy_api();
-    out = on_cupy_device(api, like_tensor.device().index,
-                         [&] { return api.empty(dims, "dtype"_a = like.attr("dtype")); });
-    data = address(out.attr("data").attr("ptr"));
+    out = on_cupy_device(api, like_tensor.device().index, [&] {
+      PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr()};
+      py::object array = steal(PyObject_Vectorcall(api.ndarray_type, args + 1,
+                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+      if (!array) throw py::error_already_set();
+      return array;
+    });
+    py::object memory = get_attr(out.ptr(), names().data);
+    if (!memory) throw py::error_already_set();
+    data = to_address(get_attr(memory.ptr(), names().ptr));
   }
-  *view = Tensor::from_blob(data, shape, like_tensor.dtype(), like_tensor.device());
+  *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, like_tensor.dtype(),
+                            like_tensor.device());
   return out;
 }
 

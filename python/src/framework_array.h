@@ -6,6 +6,11 @@
 // in torch.cuda.memory_allocated() and follow torch's CUDA graph pools. Nothing here waits on the
 // host.
 //
+// Cost, per array (the hot path of every CUDA collective called from Python): torch: `is_cuda`,
+// `dtype`, `shape`, `stride()`, `get_device()`, `data_ptr()`; cupy: `dtype`, `shape`, `strides`,
+// `data`, `data.ptr`, `data.device_id`. Each is one CPython call on an interned attribute name
+// (no temporary strings, no bound-method objects); nothing else touches Python.
+//
 // Lifetime, as in vLLM's pynccl: the view is valid for the call only. The work is enqueued in
 // stream order on the call's stream, and the caller keeps its arrays alive until that work is done,
 // as torch's own collectives require (torch's caching allocator hands a freed block out again only
@@ -33,6 +38,10 @@ enum class Framework { Torch, Cupy };
 struct FrameworkArray {
   Framework framework = Framework::Torch;
   Tensor tensor;  ///< non-owning view, valid while the Python object lives
+  /// The array's own shape object (torch.Size / tuple), reused for a result of the same shape.
+  pybind11::object shape;
+  /// The array's dtype object (torch.dtype / numpy.dtype), for cupy results.
+  pybind11::object dtype;
 };
 
 /// Reads `obj` when it is exactly a torch.Tensor or cupy.ndarray on a CUDA device, with a dtype
@@ -47,12 +56,15 @@ std::uintptr_t framework_current_stream(Framework framework, int index);
 /// done: the producer's pending work comes first), else the framework's current stream.
 std::uintptr_t framework_call_stream(pybind11::handle stream, Framework framework, Device device);
 
-/// A new uninitialised array of `shape`, with `like`'s dtype and device, from `like`'s library
-/// (torch: like.new_empty(shape), on torch's current stream; cupy: cupy.empty on like's device);
-/// `*view` is set to a non-owning view of it. `like_tensor` is read_framework_array's view of
-/// `like`.
-pybind11::object framework_empty(pybind11::handle like, Framework framework,
-                                 const Tensor& like_tensor, const Shape& shape, Tensor* view);
+/// A new uninitialised C-contiguous array of `shape`, with the dtype and device of `like` (a
+/// `framework` array read as `like_tensor`), from that library (torch: like.new_empty(shape),
+/// on torch's current stream; cupy: cupy.ndarray(shape, dtype) — what cupy.empty does — on
+/// like's device); `*view` is set to a non-owning view of it. `dtype_object`: like's dtype
+/// object (FrameworkArray::dtype; used for cupy). `shape_object`: `shape` as a Python tuple when
+/// the caller has one (may be null: built from `shape`).
+pybind11::object framework_empty(Framework framework, pybind11::handle like,
+                                 const Tensor& like_tensor, pybind11::handle dtype_object,
+                                 const Shape& shape, pybind11::handle shape_object, Tensor* view);
 
 /// "torch" or "cupy" as an array library (for results that still go through DLPack).
 const ArrayLibrary& framework_library(Framework framework);

@@ -22,11 +22,14 @@ struct OutputArray {
 };
 
 /// `out` when it is not None: imported for writing (its shape, dtype, device and contiguity are
-/// checked by the C++ call, which raises ValueError naming the group and op). Else, for an input
-/// that came through the fast path and a known result `shape`, a new array of `in`'s library.
-/// Else nullopt: the C++ call allocates the result. `stream` is the call's `stream=`.
+/// checked by the C++ call, which raises ValueError naming the group and op). A torch/cupy `out`
+/// of the input's library and device is read on the fast path without a second stream lookup
+/// (the call runs on `in.stream`, already ordered after that library's current stream). Else,
+/// for an input that came through the fast path and a known result `shape` (null: unknown), a
+/// new array of `in`'s library. Else nullopt: the C++ call allocates the result. `stream` is the
+/// call's `stream=`.
 std::optional<OutputArray> output_array(pybind11::handle out, const ImportedArray& in,
-                                        const std::optional<Shape>& shape, const ArgContext& ctx,
+                                        const Shape* shape, const ArgContext& ctx,
                                         pybind11::handle stream);
 
 /// all_gather's result shape (`dim` multiplied by `world_size`); nullopt when `dim` is out of
@@ -36,6 +39,9 @@ std::optional<Shape> gathered_shape(const Shape& shape, int dim, int world_size)
 /// reduce_scatter's result shape (`dim` divided by `world_size`); nullopt when `dim` is out of
 /// range or does not divide (the C++ call then names the error).
 std::optional<Shape> scattered_shape(const Shape& shape, int dim, int world_size);
+
+/// `dim` counted from the front, or -1 when out of range for `rank` dimensions.
+int wrapped_dim(int dim, std::size_t rank);
 
 }  // namespace python
 }  // namespace groupcoord

@@ -31,6 +31,21 @@ std::optional<std::vector<std::int64_t>> sizes_from_python(py::handle sizes) {
   return cast_arg<std::vector<std::int64_t>>(sizes, "sizes");
 }
 
+bool uniform_sizes(py::handle sizes, int world_size, std::int64_t each) {
+  if (sizes.is_none()) return true;
+  PyObject* seq = sizes.ptr();
+  if (!PyList_Check(seq) && !PyTuple_Check(seq)) return false;
+  if (PySequence_Fast_GET_SIZE(seq) != world_size) return false;
+  PyObject** items = PySequence_Fast_ITEMS(seq);
+  for (int i = 0; i < world_size; ++i) {
+    if (!PyLong_CheckExact(items[i])) return false;
+    int overflow = 0;
+    const long long value = PyLong_AsLongLongAndOverflow(items[i], &overflow);
+    if (overflow != 0 || value != each) return false;  // an exact int: no error is set
+  }
+  return true;
+}
+
 Shape shape_from_python(py::handle size, const std::string& label) {
   if (py::isinstance<py::int_>(size)) return Shape{cast_arg<std::int64_t>(size, "recv: size")};
   GC_CHECK(py::isinstance<py::sequence>(size) && !py::isinstance<py::str>(size), label,

@@ -67,37 +67,89 @@ inline pybind11::object export_like(const Tensor& out, const ImportedArray& in) 
 
 /// `sizes=` (None or a sequence of ints).
 std::optional<std::vector<std::int64_t>> sizes_from_python(pybind11::handle sizes);
+/// True when `sizes` is None, or a list or tuple of `world_size` ints all equal to `each`: the
+/// v-variant is then the plain collective (the C++ v-variants take the same path). Anything
+/// else (numpy ints included) is false and left to the v-variant's own checks.
+bool uniform_sizes(pybind11::handle sizes, int world_size, std::int64_t each);
 /// `size=` of recv (an int, or a sequence of ints such as torch.Size).
 Shape shape_from_python(pybind11::handle size, const std::string& label);
 /// `dst=` / `src=` that may be None.
 std::optional<int> optional_rank(pybind11::handle rank);
 
+/// Runs `fn(*g.target, args...)` without the GIL (call_blocking). A call that runs on this
+/// thread (every CUDA call) passes `args` by reference: nothing is copied or allocated; one that
+/// runs on the helper thread copies them, and `g.keep`, into its body (it may be abandoned).
+template <typename T, typename Fn, typename... Args>
+auto run_op(BlockingKind kind, const OpTarget<T>& g, Fn fn, const Args&... args)
+    -> decltype(fn(*g.target, args...)) {
+  if (runs_inline(kind)) {
+    pybind11::gil_scoped_release release;
+    return fn(*g.target, args...);
+  }
+  return call_blocking(kind,
+                       [t = g.target, keep = g.keep, fn, args...] { return fn(*t, args...); });
+}
+
 /// Runs `call(target, x, out)` (an out= overload) on `in`'s stream and returns `out`'s object.
 template <typename T, typename Call>
 pybind11::object run_into(const OpTarget<T>& g, const ImportedArray& in, OutputArray out,
                           Call call) {
-  call_blocking(kind_for(in.tensor, out.tensor),
-                [t = g.target, keep = g.keep, x = in.tensor, y = out.tensor, s = in.stream, call] {
-                  with_stream(x.device(), s, [&] { call(*t, x, y); });
-                });
+  run_op(
+      kind_for(in.tensor, out.tensor), g,
+      [call](T& t, const Tensor& x, const Tensor& y, const StreamHandle& s) {
+        with_stream(x.device(), s, [&] { call(t, x, y); });
+      },
+      in.tensor, out.tensor, in.stream);
   return std::move(out.object);
+}
+
+/// Whether `target` hands the v-variants to a device communicator. A coordinator without one
+/// (world size 1, use_device_communicator=False) raises from its v-variants and must keep doing
+/// so rather than take the plain call's path.
+inline bool has_device_communicator(const GroupCoordinator& g) {
+  return g.device_communicator() != nullptr;
+}
+inline bool has_device_communicator(const DeviceCommunicator&) { return true; }
+
+/// all_gatherv / reduce_scatterv of a torch/cupy CUDA input with uniform `sizes` (see
+/// uniform_sizes; `gather`: all_gatherv, else reduce_scatterv): the result array of the plain
+/// call's shape, from the input's library, when the sizes agree with the input; else nullopt
+/// (the v-variant runs, and names any mismatch itself).
+template <typename T>
+std::optional<OutputArray> uniform_output(const OpTarget<T>& g, const ImportedArray& in, int dim,
+                                          pybind11::handle sizes, bool gather,
+                                          const ArgContext& ctx) {
+  if (!in.framework || !has_device_communicator(*g.target)) return std::nullopt;
+  const int world_size = g.target->world_size();
+  const int d = wrapped_dim(dim, in.tensor.shape().size());
+  if (d < 0 || world_size <= 0) return std::nullopt;
+  const std::int64_t n = in.tensor.shape()[static_cast<std::size_t>(d)];
+  if (gather ? !uniform_sizes(sizes, world_size, n)
+             : n % world_size != 0 || !uniform_sizes(sizes, world_size, n / world_size)) {
+    return std::nullopt;
+  }
+  const std::optional<Shape> shape = gather ? gathered_shape(in.tensor.shape(), d, world_size)
+                                            : scattered_shape(in.tensor.shape(), d, world_size);
+  if (!shape) return std::nullopt;
+  return output_array(pybind11::none(), in, &*shape, ctx, pybind11::none());
 }
 
 /// all_reduce into `out` (None: a new array for torch/cupy CUDA inputs, else the C++ result).
 template <typename T>
-pybind11::object op_all_reduce(const OpTarget<T>& g, pybind11::handle input,
-                               pybind11::handle out, pybind11::handle stream) {
+pybind11::object op_all_reduce(const OpTarget<T>& g, pybind11::handle input, pybind11::handle out,
+                               pybind11::handle stream) {
   ImportedArray in = import_array(input, {g.label, "all_reduce", "input_"}, Access::Read, stream,
                                   Ownership::Borrowed);
-  if (auto o = output_array(out, in, in.tensor.shape(), {g.label, "all_reduce", "out"}, stream)) {
+  if (auto o = output_array(out, in, &in.tensor.shape(), {g.label, "all_reduce", "out"}, stream)) {
     return run_into(g, in, std::move(*o),
                     [](T& t, const Tensor& x, const Tensor& y) { t.all_reduce(x, y); });
   }
-  Tensor result = call_blocking(kind_for(in.tensor),
-                                [t = g.target, keep = g.keep, x = in.tensor, s = in.stream] {
-                                  return with_stream(x.device(), s,
-                                                     [&] { return t->all_reduce(x); });
-                                });
+  Tensor result = run_op(
+      kind_for(in.tensor), g,
+      [](T& t, const Tensor& x, const StreamHandle& s) {
+        return with_stream(x.device(), s, [&] { return t.all_reduce(x); });
+      },
+      in.tensor, in.stream);
   return export_like(result, in);
 }
 
@@ -107,14 +159,17 @@ pybind11::object op_all_gather(const OpTarget<T>& g, pybind11::handle input, int
   ImportedArray in = import_array(input, {g.label, "all_gather", "input_"}, Access::Read, stream,
                                   Ownership::Borrowed);
   const auto shape = gathered_shape(in.tensor.shape(), dim, g.target->world_size());
-  if (auto o = output_array(out, in, shape, {g.label, "all_gather", "out"}, stream)) {
+  if (auto o = output_array(out, in, shape ? &*shape : nullptr, {g.label, "all_gather", "out"},
+                            stream)) {
     return run_into(g, in, std::move(*o),
                     [dim](T& t, const Tensor& x, const Tensor& y) { t.all_gather(x, dim, y); });
   }
-  Tensor result = call_blocking(
-      kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dim] {
-        return with_stream(x.device(), s, [&] { return t->all_gather(x, dim); });
-      });
+  Tensor result = run_op(
+      kind_for(in.tensor), g,
+      [dim](T& t, const Tensor& x, const StreamHandle& s) {
+        return with_stream(x.device(), s, [&] { return t.all_gather(x, dim); });
+      },
+      in.tensor, in.stream);
   return export_like(result, in);
 }
 
@@ -124,59 +179,86 @@ pybind11::object op_reduce_scatter(const OpTarget<T>& g, pybind11::handle input,
   ImportedArray in = import_array(input, {g.label, "reduce_scatter", "input_"}, Access::Read,
                                   stream, Ownership::Borrowed);
   const auto shape = scattered_shape(in.tensor.shape(), dim, g.target->world_size());
-  if (auto o = output_array(out, in, shape, {g.label, "reduce_scatter", "out"}, stream)) {
-    return run_into(g, in, std::move(*o), [dim](T& t, const Tensor& x, const Tensor& y) {
-      t.reduce_scatter(x, dim, y);
-    });
+  if (auto o = output_array(out, in, shape ? &*shape : nullptr, {g.label, "reduce_scatter", "out"},
+                            stream)) {
+    return run_into(g, in, std::move(*o),
+                    [dim](T& t, const Tensor& x, const Tensor& y) { t.reduce_scatter(x, dim, y); });
   }
-  Tensor result = call_blocking(
-      kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dim] {
-        return with_stream(x.device(), s, [&] { return t->reduce_scatter(x, dim); });
-      });
+  Tensor result = run_op(
+      kind_for(in.tensor), g,
+      [dim](T& t, const Tensor& x, const StreamHandle& s) {
+        return with_stream(x.device(), s, [&] { return t.reduce_scatter(x, dim); });
+      },
+      in.tensor, in.stream);
   return export_like(result, in);
 }
 
+/// With uniform sizes, a torch/cupy CUDA input takes reduce_scatter's out= path (the C++
+/// v-variant runs the same collective): the result comes from the caller's library, as
+/// reduce_scatter's. Should that call refuse its arguments (ValueError, raised on every rank
+/// before anything is enqueued), the v-variant runs instead and raises its own message.
 template <typename T>
 pybind11::object op_reduce_scatterv(const OpTarget<T>& g, pybind11::handle input, int dim,
                                     pybind11::handle sizes, pybind11::handle stream) {
-  ImportedArray in =
-      import_array(input, {g.label, "reduce_scatterv", "input_"}, Access::Read, stream,
-                   Ownership::Borrowed);
-  Tensor out =
-      call_blocking(kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream,
-                                          dim, v = sizes_from_python(sizes)] {
-        return with_stream(x.device(), s, [&] { return t->reduce_scatterv(x, dim, v); });
+  const ArgContext ctx{g.label, "reduce_scatterv", "input_"};
+  ImportedArray in = import_array(input, ctx, Access::Read, stream, Ownership::Borrowed);
+  if (auto o = uniform_output(g, in, dim, sizes, false, ctx)) {
+    try {
+      return run_into(g, in, std::move(*o), [dim](T& t, const Tensor& x, const Tensor& y) {
+        t.reduce_scatter(x, dim, y);
       });
+    } catch (const std::invalid_argument&) {
+    }
+  }
+  Tensor out = run_op(
+      kind_for(in.tensor), g,
+      [dim](T& t, const Tensor& x, const StreamHandle& s,
+            const std::optional<std::vector<std::int64_t>>& v) {
+        return with_stream(x.device(), s, [&] { return t.reduce_scatterv(x, dim, v); });
+      },
+      in.tensor, in.stream, sizes_from_python(sizes));
   return export_like(out, in);
 }
 
-/// all_gatherv of one array (returns one) or of a list of arrays (returns a list).
+/// all_gatherv of one array (returns one) or of a list of arrays (returns a list). One torch/cupy
+/// CUDA array with uniform sizes takes all_gather's out= path, as reduce_scatterv above.
 template <typename T>
 pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, int dim,
                                 pybind11::handle sizes, pybind11::handle stream) {
-  const bool is_list =
-      pybind11::isinstance<pybind11::list>(input) || pybind11::isinstance<pybind11::tuple>(input);
+  if (!PyList_Check(input.ptr()) && !PyTuple_Check(input.ptr())) {
+    const ArgContext ctx{g.label, "all_gatherv", "input_"};
+    ImportedArray in = import_array(input, ctx, Access::Read, stream, Ownership::Borrowed);
+    if (auto o = uniform_output(g, in, dim, sizes, true, ctx)) {
+      try {
+        return run_into(g, in, std::move(*o),
+                        [dim](T& t, const Tensor& x, const Tensor& y) { t.all_gather(x, dim, y); });
+      } catch (const std::invalid_argument&) {
+      }
+    }
+    Tensor out = run_op(
+        kind_for(in.tensor), g,
+        [dim](T& t, const Tensor& x, const StreamHandle& s,
+              const std::optional<std::vector<std::int64_t>>& v) {
+          return with_stream(x.device(), s, [&] { return t.all_gatherv(x, dim, v); });
+        },
+        in.tensor, in.stream, sizes_from_python(sizes));
+    return export_like(out, in);
+  }
   std::vector<ImportedArray> ins;
   std::vector<Tensor> xs;
-  if (is_list) {
-    for (pybind11::handle item : input) {
-      ins.push_back(
-          import_array(item, {g.label, "all_gatherv", "input_[i]"}, Access::Read, stream,
-                       Ownership::Borrowed));
-      xs.push_back(ins.back().tensor);
-    }
-    GC_CHECK(!xs.empty(), g.label, ".all_gatherv: input_ is an empty list");
-  } else {
-    ins.push_back(import_array(input, {g.label, "all_gatherv", "input_"}, Access::Read, stream,
+  for (pybind11::handle item : input) {
+    ins.push_back(import_array(item, {g.label, "all_gatherv", "input_[i]"}, Access::Read, stream,
                                Ownership::Borrowed));
     xs.push_back(ins.back().tensor);
   }
-  std::vector<Tensor> outs = call_blocking(
-      kind_for_all(xs),
-      [t = g.target, keep = g.keep, xs, s = ins.front().stream, dim, v = sizes_from_python(sizes)] {
-        return with_stream(xs.front().device(), s, [&] { return t->all_gatherv(xs, dim, v); });
-      });
-  if (!is_list) return export_like(outs.front(), ins.front());
+  GC_CHECK(!xs.empty(), g.label, ".all_gatherv: input_ is an empty list");
+  std::vector<Tensor> outs = run_op(
+      kind_for_all(xs), g,
+      [dim](T& t, const std::vector<Tensor>& xs, const StreamHandle& s,
+            const std::optional<std::vector<std::int64_t>>& v) {
+        return with_stream(xs.front().device(), s, [&] { return t.all_gatherv(xs, dim, v); });
+      },
+      xs, ins.front().stream, sizes_from_python(sizes));
   pybind11::list result;
   for (std::size_t i = 0; i < outs.size(); ++i) result.append(export_like(outs[i], ins[i]));
   return result;
@@ -185,12 +267,14 @@ pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, in
 template <typename T>
 pybind11::object op_gather(const OpTarget<T>& g, pybind11::handle input, int dst, int dim,
                            pybind11::handle stream) {
-  ImportedArray in = import_array(input, {g.label, "gather", "input_"}, Access::Read, stream,
-                                  Ownership::Borrowed);
-  std::optional<Tensor> out = call_blocking(
-      kind_for(in.tensor), [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, dst, dim] {
-        return with_stream(x.device(), s, [&] { return t->gather(x, dst, dim); });
-      });
+  ImportedArray in =
+      import_array(input, {g.label, "gather", "input_"}, Access::Read, stream, Ownership::Borrowed);
+  std::optional<Tensor> out = run_op(
+      kind_for(in.tensor), g,
+      [dst, dim](T& t, const Tensor& x, const StreamHandle& s) {
+        return with_stream(x.device(), s, [&] { return t.gather(x, dst, dim); });
+      },
+      in.tensor, in.stream);
   if (!out) return pybind11::none();
   return export_like(*out, in);
 }
@@ -201,21 +285,26 @@ pybind11::object op_broadcast(const OpTarget<T>& g, pybind11::handle input, int 
                               pybind11::handle stream) {
   ImportedArray in = import_array(input, {g.label, "broadcast", "input_"}, Access::Write, stream,
                                   Ownership::Borrowed);
-  call_blocking(kind_for(in.tensor),
-                [t = g.target, keep = g.keep, x = in.tensor, s = in.stream, src] {
-                  with_stream(x.device(), s, [&] { t->broadcast(x, src); });
-                });
+  run_op(
+      kind_for(in.tensor), g,
+      [src](T& t, const Tensor& x, const StreamHandle& s) {
+        with_stream(x.device(), s, [&] { t.broadcast(x, src); });
+      },
+      in.tensor, in.stream);
   return pybind11::reinterpret_borrow<pybind11::object>(input);
 }
 
 template <typename T>
 void op_send(const OpTarget<T>& g, pybind11::handle tensor, pybind11::handle dst,
              pybind11::handle stream) {
-  ImportedArray in = import_array(tensor, {g.label, "send", "tensor"}, Access::Read, stream,
-                                  Ownership::Borrowed);
-  call_blocking(kind_for(in.tensor),
-                [t = g.target, keep = g.keep, x = in.tensor, s = in.stream,
-                 d = optional_rank(dst)] { with_stream(x.device(), s, [&] { t->send(x, d); }); });
+  ImportedArray in =
+      import_array(tensor, {g.label, "send", "tensor"}, Access::Read, stream, Ownership::Borrowed);
+  run_op(
+      kind_for(in.tensor), g,
+      [](T& t, const Tensor& x, const StreamHandle& s, const std::optional<int>& d) {
+        with_stream(x.device(), s, [&] { t.send(x, d); });
+      },
+      in.tensor, in.stream, optional_rank(dst));
 }
 
 /// The result type: torch for a torch dtype, else `array_library`, else the device default.
