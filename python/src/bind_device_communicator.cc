@@ -1,4 +1,5 @@
 #include "bindings.h"
+#include "fast_method.h"
 #include "groupcoord/check.h"
 #include "moe_ops.h"
 #include "py_communicator.h"
@@ -50,56 +51,91 @@ std::shared_ptr<Work> async_op(const CommPtr& self, py::object tensor, int peer,
   });
 }
 
+// ---- the collectives, as fast methods (fast_method.h) -----------------------------------------
+
+const FastSpec kAllReduce{
+    "all_reduce",
+    {{"input_"}, {"out", default_none()}, {"stream", default_none(), true}},
+    "Sum across the group (out of place, or into ``out``, which is returned)."};
+
+py::object all_reduce(py::handle self, PyObject* const* a) {
+  return op_all_reduce(target(self.cast<CommPtr>()), a[0], a[1], a[2]);
+}
+
+const FastSpec kAllGather{
+    "all_gather",
+    {{"input_"},
+     {"dim", default_int(-1)},
+     {"out", default_none()},
+     {"stream", default_none(), true}},
+    "Concatenation of every rank's input along dim (into ``out`` when given)."};
+
+py::object all_gather(py::handle self, PyObject* const* a) {
+  const int dim = int_argument(a[1], kAllGather, "dim");
+  return op_all_gather(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+}
+
+const FastSpec kAllGatherv{
+    "all_gatherv",
+    {{"input_"},
+     {"dim", default_int(0)},
+     {"sizes", default_none()},
+     {"stream", default_none(), true}},
+    "all_gather with per-rank sizes along dim (one array, or a list of arrays)."};
+
+py::object all_gatherv(py::handle self, PyObject* const* a) {
+  const int dim = int_argument(a[1], kAllGatherv, "dim");
+  return op_all_gatherv(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+}
+
+const FastSpec kReduceScatter{
+    "reduce_scatter",
+    {{"input_"},
+     {"dim", default_int(-1)},
+     {"out", default_none()},
+     {"stream", default_none(), true}},
+    "Sum across the group, then this rank's slice along dim (into ``out`` when given)."};
+
+py::object reduce_scatter(py::handle self, PyObject* const* a) {
+  const int dim = int_argument(a[1], kReduceScatter, "dim");
+  return op_reduce_scatter(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+}
+
+const FastSpec kReduceScatterv{"reduce_scatterv",
+                               {{"input_"},
+                                {"dim", default_int(-1)},
+                                {"sizes", default_none()},
+                                {"stream", default_none(), true}},
+                               "reduce_scatter with per-rank slice sizes."};
+
+py::object reduce_scatterv(py::handle self, PyObject* const* a) {
+  const int dim = int_argument(a[1], kReduceScatterv, "dim");
+  return op_reduce_scatterv(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+}
+
+const FastSpec kBroadcast{"broadcast",
+                          {{"tensor"}, {"src", default_int(0)}, {"stream", default_none(), true}},
+                          "In place from group rank src; returns the input object."};
+
+py::object broadcast(py::handle self, PyObject* const* a) {
+  const int src = int_argument(a[1], kBroadcast, "src");
+  return op_broadcast(target(self.cast<CommPtr>()), a[0], src, a[2]);
+}
+
 void bind_tensor_ops(py::class_<PyCommunicator, CommPtr>& cls) {
+  add_fast_method<kAllReduce, all_reduce>(cls);
+  add_fast_method<kAllGather, all_gather>(cls);
+  add_fast_method<kAllGatherv, all_gatherv>(cls);
+  add_fast_method<kReduceScatter, reduce_scatter>(cls);
+  add_fast_method<kReduceScatterv, reduce_scatterv>(cls);
+  add_fast_method<kBroadcast, broadcast>(cls);
   cls.def(
-         "all_reduce",
-         [](const CommPtr& s, py::object x, py::object out, py::object stream) {
-           return op_all_reduce(target(s), x, out, stream);
+         "gather",
+         [](const CommPtr& s, py::object x, int dst, int dim, py::object stream) {
+           return op_gather(target(s), x, dst, dim, stream);
          },
-         "input_"_a, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-         "Sum across the group (out of place, or into ``out``, which is returned).")
-      .def(
-          "all_gather",
-          [](const CommPtr& s, py::object x, int dim, py::object out, py::object stream) {
-            return op_all_gather(target(s), x, dim, out, stream);
-          },
-          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-          "Concatenation of every rank's input along dim (into ``out`` when given).")
-      .def(
-          "all_gatherv",
-          [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {
-            return op_all_gatherv(target(s), x, dim, sizes, stream);
-          },
-          "input_"_a, "dim"_a = 0, "sizes"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-          "all_gather with per-rank sizes along dim (one array, or a list of arrays).")
-      .def(
-          "reduce_scatter",
-          [](const CommPtr& s, py::object x, int dim, py::object out, py::object stream) {
-            return op_reduce_scatter(target(s), x, dim, out, stream);
-          },
-          "input_"_a, "dim"_a = -1, "out"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-          "Sum across the group, then this rank's slice along dim (into ``out`` when given).")
-      .def(
-          "reduce_scatterv",
-          [](const CommPtr& s, py::object x, int dim, py::object sizes, py::object stream) {
-            return op_reduce_scatterv(target(s), x, dim, sizes, stream);
-          },
-          "input_"_a, "dim"_a = -1, "sizes"_a = py::none(), py::kw_only(), "stream"_a = py::none(),
-          "reduce_scatter with per-rank slice sizes.")
-      .def(
-          "gather",
-          [](const CommPtr& s, py::object x, int dst, int dim, py::object stream) {
-            return op_gather(target(s), x, dst, dim, stream);
-          },
-          "input_"_a, "dst"_a = 0, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
-          "Concatenation along dim on group rank dst; None elsewhere.")
-      .def(
-          "broadcast",
-          [](const CommPtr& s, py::object x, int src, py::object stream) {
-            return op_broadcast(target(s), x, src, stream);
-          },
-          "tensor"_a, "src"_a = 0, py::kw_only(), "stream"_a = py::none(),
-          "In place from group rank src; returns the input object.")
+         "input_"_a, "dst"_a = 0, "dim"_a = -1, py::kw_only(), "stream"_a = py::none(),
+         "Concatenation along dim on group rank dst; None elsewhere.")
       .def(
           "send",
           [](const CommPtr& s, py::object x, py::object dst, py::object stream) {

@@ -21,20 +21,29 @@ PyObject* new_exception(const char* name, const char* doc, PyObject* bases) {
   return type;
 }
 
-/// Most specific first: TimeoutError derives from DistributedError in C++.
 void translate(std::exception_ptr error) {
+  if (!translate_groupcoord_exception(error) && error) std::rethrow_exception(error);
+}
+
+}  // namespace
+
+/// Most specific first: TimeoutError derives from DistributedError in C++.
+bool translate_groupcoord_exception(std::exception_ptr error) {
   try {
     if (error) std::rethrow_exception(error);
   } catch (const groupcoord::TimeoutError& e) {
     PyErr_SetString(g_timeout_error, e.what());
+    return true;
   } catch (const groupcoord::DistributedError& e) {
     PyErr_SetString(g_distributed_error, e.what());
+    return true;
   } catch (const std::invalid_argument& e) {
     PyErr_SetString(PyExc_ValueError, e.what());
+    return true;
+  } catch (...) {
   }
+  return false;
 }
-
-}  // namespace
 
 void bind_errors(py::module_& module) {
   g_distributed_error = new_exception(

@@ -14,5 +14,9 @@ namespace python {
 /// Creates the exception classes in `module` and registers the translator.
 void bind_errors(pybind11::module_& module);
 
+/// Sets the Python error for `error` when it is one of the exceptions above; false otherwise
+/// (nothing set).
+bool translate_groupcoord_exception(std::exception_ptr error);
+
 }  // namespace python
 }  // namespace groupcoord
