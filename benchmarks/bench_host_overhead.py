@@ -293,6 +293,96 @@ def sanity_check(target: Any, world: World) -> None:
         assert isinstance(y, cupy.ndarray) and float(y.sum()) == 4.0 * world.size
 
 
+# ---- breakdown: what the Python path pays torch / cupy ---------------------------------------
+
+def breakdown_calls(world: World) -> dict[str, Call]:
+    """One call per item: the pieces of torch's and cupy's own API the groupcoord path calls per
+    tensor call (framework_array.h), the allocation alternatives, and groupcoord's Python work
+    without the collective (`_probe_tensor_path`: import + stream + result array). Every figure
+    includes one Python lambda call ("lambda: None" is that baseline)."""
+    probe = getattr(gc._groupcoord, "_probe_tensor_path", None)
+    calls: dict[str, Call] = {"lambda: None": lambda: None}
+    if torch is not None:
+        dev = torch.device("cuda", world.device)
+        x = torch.zeros(4, dtype=torch.float32, device=dev)
+        y = torch.zeros(4, dtype=torch.float32, device=dev)
+        shape, size, index = tuple(x.shape), x.shape, world.device
+        raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
+        calls.update({
+            "torch x.is_cuda": lambda: x.is_cuda,
+            "torch x.dtype": lambda: x.dtype,
+            "torch x.shape": lambda: x.shape,
+            "torch x.stride()": lambda: x.stride(),
+            "torch x.get_device()": lambda: x.get_device(),
+            "torch x.data_ptr()": lambda: x.data_ptr(),
+            "torch x.device": lambda: x.device,
+            "torch x.is_contiguous()": lambda: x.is_contiguous(),
+            "torch _cuda_getCurrentRawStream(i)": (lambda: raw(index)) if raw else None,
+            "torch x.new_empty(tuple)": lambda: x.new_empty(shape),
+            "torch x.new_empty(torch.Size)": lambda: x.new_empty(size),
+            "torch.empty_like(x)": lambda: torch.empty_like(x),
+            "torch.empty(shape, dtype=, device=)":
+                lambda: torch.empty(shape, dtype=torch.float32, device=dev),
+            "gc probe torch (new result)": (lambda: probe(x)) if probe else None,
+            "gc probe torch (out=)": (lambda: probe(x, y)) if probe else None,
+        })
+    if cupy is not None:
+        with cupy.cuda.Device(world.device):
+            a = cupy.zeros(4, dtype=cupy.float32)
+            b = cupy.zeros(4, dtype=cupy.float32)
+        ashape, adtype, index = a.shape, a.dtype, world.device
+        calls.update({
+            "cupy a.dtype": lambda: a.dtype,
+            "cupy a.shape": lambda: a.shape,
+            "cupy a.strides": lambda: a.strides,
+            "cupy a.data.ptr": lambda: a.data.ptr,
+            "cupy a.data.device_id": lambda: a.data.device_id,
+            "cupy a.device.id": lambda: a.device.id,
+            "cupy get_current_stream(i).ptr": lambda: cupy.cuda.get_current_stream(index).ptr,
+            "cupy runtime.getDevice()": lambda: cupy.cuda.runtime.getDevice(),
+            "cupy.ndarray(shape, dtype)": lambda: cupy.ndarray(ashape, adtype),
+            "cupy.empty(shape, dtype=)": lambda: cupy.empty(ashape, dtype=adtype),
+            "gc probe cupy (new result)": (lambda: probe(a)) if probe else None,
+            "gc probe cupy (out=)": (lambda: probe(a, b)) if probe else None,
+        })
+    return calls
+
+
+def measure_breakdown(world: World, rounds: int, calls: int) -> dict[str, Optional[float]]:
+    """Nanoseconds per call (median of `rounds` rounds of `calls` calls, after a warm-up)."""
+    out: dict[str, Optional[float]] = {}
+    for name, call in breakdown_calls(world).items():
+        if call is None:
+            out[name] = None
+            continue
+        try:
+            time_calls(call, max(calls // 10, 3))
+            samples = [time_calls(call, calls) * 1000.0 for _ in range(rounds)]
+        except Exception:  # noqa: BLE001  (an API this version lacks: n/a)
+            out[name] = None
+            continue
+        if torch is not None or cupy is not None:
+            synchronize()  # results freed, the device drained before the next item
+        out[name] = statistics.median(samples)
+    return out
+
+
+def print_breakdown(values: dict[str, Optional[float]]) -> None:
+    print("breakdown (ns per call, this process, each including one Python lambda call):",
+          flush=True)
+    width = max(len(name) for name in values)
+    for name, value in values.items():
+        print(f"  {name:<{width}}  {fmt(value, '8.0f')}")
+    torch_reads = ["torch x.is_cuda", "torch x.dtype", "torch x.shape", "torch x.stride()",
+                   "torch x.get_device()", "torch x.data_ptr()",
+                   "torch _cuda_getCurrentRawStream(i)"]
+    if all(values.get(k) is not None for k in torch_reads + ["lambda: None"]):
+        base = values["lambda: None"]
+        reads = sum(values[k] - base for k in torch_reads)
+        print(f"  torch's own reads per input (6 attributes + stream, lambda excluded): "
+              f"{reads:.0f} ns", flush=True)
+
+
 # ---- report ----------------------------------------------------------------------------------
 
 def fmt(value: Optional[float], spec: str) -> str:
@@ -368,6 +458,8 @@ def main() -> int:
     parser.add_argument("--torch-port", type=int, default=29547,
                         help="MASTER_PORT of torch.distributed's rendezvous (rank 0's host)")
     parser.add_argument("--json", help="write every figure here (rank 0)")
+    parser.add_argument("--breakdown-calls", type=int, default=2000,
+                        help="calls per round of each breakdown item (0: no breakdown)")
     args = parser.parse_args()
     if torch is None and cupy is None:
         print("bench_host_overhead.py: needs torch or cupy for CUDA arrays; nothing to measure")
@@ -404,14 +496,19 @@ def main() -> int:
         result = measure(columns, world_group.barrier, args.rounds, args.calls)
         medians[index] = [np.nan if result[c] is None else result[c] for c in COLUMNS]
     all_ranks = world_group.all_gather(medians[np.newaxis], 0)  # (ranks, keys, columns)
+    parts = (measure_breakdown(world, args.rounds, args.breakdown_calls)
+             if args.breakdown_calls > 0 else {})
 
     if world.rank == 0:
         rows = report_rows(all_ranks, keys, world)
         print_table(rows, world, args)
+        if parts:
+            print_breakdown(parts)
         if args.json:
             with open(args.json, "w") as out:
                 json.dump({"world_size": world.size, "rounds": args.rounds, "calls": args.calls,
-                           "versions": versions(), "rows": rows}, out, indent=1)
+                           "versions": versions(), "rows": rows,
+                           "breakdown_ns": parts}, out, indent=1)
     synchronize()
     world_group.barrier()
     if torch_ready:

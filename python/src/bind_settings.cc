@@ -1,10 +1,12 @@
-// Module-level settings and the benchmark hook.
+// Module-level settings and the benchmark hooks.
 #include <chrono>
 
+#include "array_import.h"
 #include "array_library.h"
 #include "bindings.h"
 #include "blocking_call.h"
 #include "groupcoord/tensor.h"
+#include "output_arg.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
@@ -24,6 +26,19 @@ double bench_all_reduce(const std::shared_ptr<PyGroup>& g, int iterations) {
   const auto start = std::chrono::steady_clock::now();
   for (int i = 0; i < iterations; ++i) c.all_reduce(x);
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+/// The Python half of a tensor call without the collective: imports `input` as all_reduce does
+/// (torch/cupy fast path: the attribute reads and the stream lookup) and finds its result array
+/// (`out`, or a new array of the input's library). Returns that array (None: the C++ call would
+/// allocate). Diagnostics for benchmarks/bench_host_overhead.py's breakdown.
+py::object probe_tensor_path(py::handle input, py::handle out) {
+  static const std::string owner = "_probe_tensor_path";
+  ImportedArray in = import_array(input, {owner, "all_reduce", "input_"}, Access::Read, py::none(),
+                                  Ownership::Borrowed);
+  auto o = output_array(out, in, &in.tensor.shape(), {owner, "all_reduce", "out"}, py::none());
+  if (!o) return py::none();
+  return std::move(o->object);
 }
 
 }  // namespace
@@ -51,6 +66,9 @@ running in the background until it ends; its group is then unusable (destroy it 
         "Whether host collectives are interruptible (set_interruptible's ``collectives``).");
   m.def("_abandoned_calls_in_flight", &abandoned_calls_in_flight,
         "Interrupted calls still running on helper threads (diagnostics).");
+  m.def("_probe_tensor_path", &probe_tensor_path, "input_"_a, "out"_a = py::none(),
+        "Benchmark hook: a tensor call's Python work (import, stream, result array) without "
+        "the collective; returns the result array (None: the C++ call would allocate it).");
   m.def("_bench_all_reduce", &bench_all_reduce, "group"_a, "iterations"_a,
         "Benchmark hook: seconds taken by `iterations` C++ all_reduce calls of 1 float32.");
 }
