@@ -143,6 +143,38 @@ def test_reduce_scatterv(tp: gc.GroupCoordinator) -> None:
 
 
 @requires_min_world_size(2)
+@pytest.mark.parametrize("dim", [0, 1, -1])
+def test_uniform_v_variants(tp: gc.GroupCoordinator, dim: int) -> None:
+    """Equal sizes (None, a list, a tuple): the v-variants are all_gather / reduce_scatter (torch
+    and cupy CUDA arrays take the plain calls' path, results from their own allocator)."""
+    ws, me = tp.world_size, tp.rank_in_group
+    mine = reference(me, (2, 3))
+    gathered = np.concatenate([reference(r, (2, 3)) for r in range(ws)], axis=dim)
+    for sizes in (None, [mine.shape[dim]] * ws, (mine.shape[dim],) * ws):
+        assert_result(tp.all_gatherv(arr(mine), dim, sizes), gathered)
+    big = reference(me, (2 * ws, 3 * ws))
+    total = sum(reference(r, (2 * ws, 3 * ws)) for r in range(ws))
+    part = big.shape[dim] // ws
+    mine_part = np.take(total, range(me * part, (me + 1) * part), axis=dim)
+    for sizes in (None, [part] * ws, (part,) * ws):
+        assert_result(tp.reduce_scatterv(arr(big), dim, sizes=sizes), mine_part)
+
+
+@requires_min_world_size(2)
+def test_uniform_v_variant_size_mismatch(tp: gc.GroupCoordinator) -> None:
+    """Uniform sizes that disagree with the input raise the v-variant's own ValueError, on every
+    rank (every rank's input disagrees), and the group stays usable."""
+    ws, me = tp.world_size, tp.rank_in_group
+    x = arr(reference(me, (2, 3)))
+    with pytest.raises(ValueError, match="all_gatherv"):
+        tp.all_gatherv(x, 0, [3] * ws)
+    with pytest.raises(ValueError, match="reduce_scatterv"):
+        tp.reduce_scatterv(arr(reference(me, (2 * ws, 3))), 0, [3] * ws)
+    assert_result(tp.all_gatherv(x, 0, [2] * ws),
+                  np.concatenate([reference(r, (2, 3)) for r in range(ws)], 0))
+
+
+@requires_min_world_size(2)
 def test_send_recv(tp: gc.GroupCoordinator) -> None:
     """vLLM's send_recv_test_worker: a ring; each rank receives its previous rank's tensor.
     recv's dtype is given as the flavour's dtype object, and as a name."""

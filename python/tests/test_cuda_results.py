@@ -59,24 +59,32 @@ def rank_sum(target: Any) -> float:
 # ---- torch: results from torch's allocator ----------------------------------------------------
 
 @requires_torch_cuda
-@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter"])
+@pytest.mark.parametrize("op", ["all_reduce", "all_gather", "reduce_scatter", "all_gatherv",
+                                "reduce_scatterv"])
 def test_results_are_allocated_by_torch(target: Any, op: str) -> None:
-    """An 8 MiB result counts in torch.cuda.memory_allocated() while it is held."""
+    """An 8 MiB result counts in torch.cuda.memory_allocated() while it is held. The v-variants
+    with uniform sizes (a list of equal sizes) are the plain calls, allocated by torch too."""
     torch = _torch()
     ws, me = target.world_size, target.rank_in_group
     n = 8 * MIB // 4  # float32 elements of 8 MiB
-    if op == "all_gather":
+    if op.startswith("all_gather"):
         x = full(me + 1, n // ws)
-    elif op == "reduce_scatter":
+    elif op.startswith("reduce_scatter"):
         x = full(me + 1, n * ws)
     else:
         x = full(me + 1, n)
     torch.cuda.synchronize()
     before = torch.cuda.memory_allocated()
-    y = target.all_reduce(x) if op == "all_reduce" else getattr(target, op)(x, 0)
+    if op == "all_reduce":
+        y = target.all_reduce(x)
+    elif op.endswith("v"):
+        y = getattr(target, op)(x, 0, [n // ws if op == "all_gatherv" else n] * ws)
+    else:
+        y = getattr(target, op)(x, 0)
     grown = torch.cuda.memory_allocated() - before
     assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
     assert grown >= y.numel() * y.element_size(), (grown, y.numel() * y.element_size())
+    op = op.rstrip("v")
     if op == "all_gather":
         expected = torch.cat([full(r + 1, n // ws) for r in range(ws)])
     else:
@@ -94,16 +102,17 @@ def no_sync_calls(target: Any) -> dict[str, Callable[[Any], Any]]:
         "all_reduce in place": lambda x: target.all_reduce(x, out=x),
         "all_gather": lambda x: target.all_gather(x, 0),
         "reduce_scatter": lambda x: target.reduce_scatter(x, 0),
-        "all_gatherv": lambda x: target.all_gatherv(x, 0),  # exported through DLPack
+        "all_gatherv": lambda x: target.all_gatherv(x, 0),  # uniform: all_gather's out= path
         "reduce_scatterv": lambda x: target.reduce_scatterv(x, 0),
+        "all_gatherv list": lambda x: target.all_gatherv([x], 0),  # exported through DLPack
         "broadcast": lambda x: target.broadcast(x, 0),
     }
 
 
 @requires_torch_cuda
 @pytest.mark.parametrize("name", ["all_reduce", "all_reduce out=", "all_reduce in place",
-                                  "all_gather", "reduce_scatter", "all_gatherv", "reduce_scatterv",
-                                  "broadcast"])
+                                  "all_gather", "reduce_scatter", "all_gatherv",
+                                  "all_gatherv list", "reduce_scatterv", "broadcast"])
 def test_no_host_synchronisation(target: Any, name: str) -> None:
     torch = _torch()
     call = no_sync_calls(target)[name]

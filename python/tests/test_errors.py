@@ -16,6 +16,7 @@ from gc_testing import (
     BACKEND,
     IS_NUMPY,
     arr,
+    assert_result,
     ref,
     reference,
     requires_min_world_size,
@@ -80,6 +81,51 @@ def test_bad_ranks_and_dims(tp: gc.GroupCoordinator) -> None:
         tp.send_object("x", dst=tp.rank_in_group)
     with pytest.raises(ValueError):
         tp.recv_object(src=tp.world_size)
+
+
+# The hot tensor methods (vectorcall methods, not pybind11 functions): vLLM's parameter names,
+# order and defaults, stream keyword-only.
+HOT_SIGNATURES = {
+    "all_reduce": "(self, /, input_, out=None, *, stream=None)",
+    "all_gather": "(self, /, input_, dim=-1, out=None, *, stream=None)",
+    "all_gatherv": "(self, /, input_, dim=0, sizes=None, *, stream=None)",
+    "reduce_scatter": "(self, /, input_, dim=-1, out=None, *, stream=None)",
+    "reduce_scatterv": "(self, /, input_, dim=-1, sizes=None, *, stream=None)",
+    "broadcast": "(self, /, input_, src=0, *, stream=None)",
+}
+
+
+def test_hot_method_signatures() -> None:
+    import inspect
+
+    for cls in (gc.GroupCoordinator, gc.DeviceCommunicator):
+        for name, expected in HOT_SIGNATURES.items():
+            if cls is gc.DeviceCommunicator and name == "broadcast":
+                expected = expected.replace("input_", "tensor")
+            method = getattr(cls, name)
+            assert str(inspect.signature(method)) == expected, (cls, name)
+            assert method.__doc__, (cls, name)
+
+
+def test_bad_call_arguments_raise_type_error(tp: gc.GroupCoordinator) -> None:
+    """Raised before anything is sent, on every rank; the group stays usable."""
+    x = ref(tp.rank_in_group, (2, 2))
+    calls = {
+        "dim str": lambda: tp.all_gather(x, dim="0"),
+        "dim float": lambda: tp.reduce_scatter(x, 1.0),
+        "src None": lambda: tp.broadcast(x, src=None),
+        "unknown keyword": lambda: tp.all_reduce(x, outt=x),
+        "missing input": lambda: tp.all_gatherv(),
+        "too many positional": lambda: tp.all_gather(x, 0, None, None),
+        "stream positional": lambda: tp.all_reduce(x, None, None),
+        "twice": lambda: tp.reduce_scatterv(x, 0, dim=0),
+    }
+    for what, call in calls.items():
+        with pytest.raises(TypeError):
+            call()
+            pytest.fail(what)
+    out = tp.all_gather(input_=x, dim=0, out=None, stream=None)
+    assert_result(out, np.concatenate([reference(r, (2, 2)) for r in range(tp.world_size)], 0))
 
 
 @requires_min_world_size(2)
