@@ -5,6 +5,8 @@
 // the ratio. Rows:
 //   raw    NCCL called directly (the same library groupcoord loaded) on a blocking communicator
 //          of the same ranks, preallocated buffers, the same stream
+//   split  (1 rank) the same raw calls on a communicator made as groupcoord makes its own (a
+//          non-blocking parent split into a blocking child): NCCL's own cost on such a one
 //   comm   the "cuda" DeviceCommunicator (what GroupCoordinator hands CUDA tensors to; at world
 //          size 1 the coordinator bypasses, so this is the row that runs there)
 //   coord  GroupCoordinator (world size >= 2), symmetric memory off, like comm
@@ -117,6 +119,35 @@ ncclComm_t raw_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup& worl
   return comm;
 }
 
+/// The raw communicator made the way NcclComm makes its own (a non-blocking parent split into a
+/// blocking child): tells whether NCCL itself costs more on such a communicator than on one
+/// initialised blocking.
+ncclComm_t raw_split_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup& world) {
+  ncclUniqueId id{};
+  if (world.rank() == 0) check_nccl(api.GetUniqueId(&id), "ncclGetUniqueId");
+  world.broadcast(&id, sizeof(id), DType::UInt8, 0);
+  auto settle = [&](ncclComm_t comm, const char* what) {
+    ncclResult_t state = ncclInProgress;
+    while (state == ncclInProgress) check_nccl(api.CommGetAsyncError(comm, &state), what);
+    check_nccl(state, what);
+  };
+  ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
+  nonblocking.blocking = 0;
+  ncclComm_t parent = nullptr;
+  const ncclResult_t init = api.CommInitRankConfig(&parent, world.size(), id, world.rank(), &nonblocking);
+  if (init != ncclInProgress) check_nccl(init, "ncclCommInitRankConfig (non-blocking)");
+  settle(parent, "ncclCommInitRankConfig (non-blocking)");
+  ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
+  blocking.blocking = 1;
+  ncclComm_t child = nullptr;
+  const ncclResult_t split = api.CommSplit(parent, 0, world.rank(), &child, &blocking);
+  if (split != ncclInProgress) check_nccl(split, "ncclCommSplit");
+  settle(parent, "ncclCommSplit");
+  settle(child, "ncclCommSplit (child)");
+  api.CommDestroy(parent);
+  return child;
+}
+
 /// One timed thing: `calls` calls of `fn` (host time), the stream drained afterwards.
 using Body = std::function<void()>;
 
@@ -163,6 +194,7 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
   cudaEvent_t event;
   cudaEventCreateWithFlags(&event, cudaEventDisableTiming);
   auto per_call = [&](const std::function<void()>& fn) {
+    for (int i = 0; i < 100; ++i) fn();  // warm-up: first allocations grow the pool
     const auto start = Clock::now();
     for (int i = 0; i < kN; ++i) fn();
     return std::chrono::duration<double, std::nano>(Clock::now() - start).count() / kN;
@@ -213,6 +245,8 @@ int main(int argc, char** argv) {
 
     const gc::cuda::NcclApi& api = gc::cuda::nccl_api();
     ncclComm_t raw = raw_communicator(api, *world);
+    // One rank only: two more spinning NCCL kernels per call would slow a shared GPU further.
+    ncclComm_t raw_split = n == 1 ? raw_split_communicator(api, *world) : nullptr;
     gc::register_builtin_device_communicators();
     gc::DeviceCommunicatorContext context;
     context.cpu_group = world;
@@ -241,8 +275,8 @@ int main(int argc, char** argv) {
                   "calls, host µs per call (median)\n",
                   n, gpus, api.version, o.rounds, o.calls);
       print_breakdown(stream, device, *comm);
-      std::printf("%-22s %-10s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us", "comm_us",
-                  "coord_us", "symm_us", "diff_us", "ratio");
+      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us",
+                  "split_us", "comm_us", "coord_us", "symm_us", "diff_us", "ratio");
     }
     std::vector<Row> rows;
     for (const Size& size : kSizes) {
@@ -259,37 +293,37 @@ int main(int argc, char** argv) {
       const std::vector<std::int64_t> uniform(n, e);
       struct Case {
         std::string op;
-        Body raw;
+        std::function<void(ncclComm_t)> raw;
         std::function<void(gc::DeviceCommunicator&)> comm;
         std::function<void(gc::GroupCoordinator&)> coord;
         bool symmetric_path = false;
       };
       std::vector<Case> cases = {
-          {"all_reduce", [&] { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+          {"all_reduce", [&](ncclComm_t r) { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.all_reduce(x); },
            [&](gc::GroupCoordinator& g) { g.all_reduce(x); }, true},
-          {"all_reduce(out)", [&] { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+          {"all_reduce(out)", [&](ncclComm_t r) { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.all_reduce(x, out_same); },
            [&](gc::GroupCoordinator& g) { g.all_reduce(x, out_same); }, true},
-          {"all_gather", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+          {"all_gather", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0); },
            [&](gc::GroupCoordinator& g) { g.all_gather(x, 0); }, true},
-          {"all_gather(out)", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+          {"all_gather(out)", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0, out_wide); },
            [&](gc::GroupCoordinator& g) { g.all_gather(x, 0, out_wide); }, true},
-          {"reduce_scatter", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+          {"reduce_scatter", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0); }, true},
-          {"reduce_scatter(out)", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+          {"reduce_scatter(out)", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0, out_same); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0, out_same); }, true},
-          {"all_gatherv(uniform)", [&] { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, raw, stream); },
+          {"all_gatherv(uniform)", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.all_gatherv(x, 0, uniform); },
            [&](gc::GroupCoordinator& g) { g.all_gatherv(x, 0, uniform); }},
-          {"reduce_scatterv(uniform)", [&] { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, raw, stream); },
+          {"reduce_scatterv(uniform)", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatterv(wide, 0, uniform); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatterv(wide, 0, uniform); }},
-          {"broadcast", [&] { api.Broadcast(x.data_ptr(), x.data_ptr(), count, type, 0, raw, stream); },
+          {"broadcast", [&](ncclComm_t r) { api.Broadcast(x.data_ptr(), x.data_ptr(), count, type, 0, r, stream); },
            [&](gc::DeviceCommunicator& c) { c.broadcast(x, 0); },
            [&](gc::GroupCoordinator& g) { g.broadcast(x, 0); }},
       };
@@ -297,11 +331,11 @@ int main(int argc, char** argv) {
         const bool sender = rank == 0;
         cases.push_back(
             {sender ? "send(rank0)" : "recv(rank1)",
-             [&, sender] {
+             [&, sender](ncclComm_t r) {
                if (sender) {
-                 api.Send(x.data_ptr(), count, type, 1, raw, stream);
+                 api.Send(x.data_ptr(), count, type, 1, r, stream);
                } else {
-                 api.Recv(out_same.data_ptr(), count, type, 0, raw, stream);
+                 api.Recv(out_same.data_ptr(), count, type, 0, r, stream);
                }
              },
              [&, sender](gc::DeviceCommunicator& c) {
@@ -320,7 +354,8 @@ int main(int argc, char** argv) {
              }});
       }
       for (const Case& c : cases) {
-        std::vector<Body> bodies = {c.raw, [&] { c.comm(*comm); }};
+        std::vector<Body> bodies = {[&] { c.raw(raw); }, [&] { c.comm(*comm); }};
+        if (raw_split) bodies.push_back([&] { c.raw(raw_split); });
         if (coord) bodies.push_back([&] { c.coord(*coord); });
         const bool with_symm = symm && c.symmetric_path && size.dtype == DType::BFloat16;
         if (with_symm) bodies.push_back([&] { c.comm(*symm); });
@@ -332,19 +367,21 @@ int main(int argc, char** argv) {
         std::size_t k = 0;
         const double raw_us = m[k++];
         const double comm_us = m[k++];
+        const double split_us = raw_split ? m[k++] : -1;
         const double coord_us = coord ? m[k++] : -1;
         const double symm_us = with_symm ? m[k++] : -1;
         // The path users take: the coordinator where it runs, else the communicator.
         const double ours = coord ? coord_us : comm_us;
         rows.push_back({c.op, size.label, "raw", raw_us});
+        if (raw_split) rows.push_back({c.op, size.label, "raw_split", split_us});
         rows.push_back({c.op, size.label, "comm", comm_us});
         if (coord) rows.push_back({c.op, size.label, "coord", coord_us});
         if (with_symm) rows.push_back({c.op, size.label, "symm", symm_us});
         if (print) {
           auto cell = [](double v) {
-            static char buf[4][32];
+            static char buf[5][32];
             static int slot = 0;
-            char* b = buf[slot++ % 4];
+            char* b = buf[slot++ % 5];
             if (v < 0) {
               std::snprintf(b, 32, "%9s", "-");
             } else {
@@ -352,8 +389,8 @@ int main(int argc, char** argv) {
             }
             return b;
           };
-          std::printf("%-22s %-10s %9.2f %s %s %s %+8.2f %9.3f\n", c.op.c_str(), size.label,
-                      raw_us, cell(comm_us), cell(coord_us), cell(symm_us), ours - raw_us,
+          std::printf("%-22s %-10s %9.2f %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(), size.label,
+                      raw_us, cell(split_us), cell(comm_us), cell(coord_us), cell(symm_us), ours - raw_us,
                       ours / raw_us);
         }
       }
@@ -374,6 +411,7 @@ int main(int argc, char** argv) {
     comm->destroy();
     if (coord) coord->destroy();
     api.CommDestroy(raw);
+    if (raw_split) api.CommDestroy(raw_split);
     gc::destroy_distributed_environment();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_host_overhead: %s\n", e.what());

@@ -168,9 +168,11 @@ fi
 # ---- host overhead against raw NCCL (benchmarks/bench_host_overhead.cc) ----------------------------
 BENCH="$BUILD/benchmarks/bench_host_overhead"
 run_step bench-host-np1 150 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$BENCH" --json "$LOGS/host-np1.json"
-run_step bench-host-np2 200 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
+# Two ranks time-slice one GPU: each collective then takes milliseconds of GPU time (every call
+# waits for the other process's time slice), so fewer calls per round than at one rank.
+run_step bench-host-np2 240 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" "${PLAIN[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" "$@"' "$BENCH" --symm --trace \
-  --json "$LOGS/host-np2.json"
+  --rounds 5 --calls 50 --json "$LOGS/host-np2.json"
 
 # ---- compute-sanitizer ---------------------------------------------------------------------------
 if command -v compute-sanitizer >/dev/null; then

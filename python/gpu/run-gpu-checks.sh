@@ -136,8 +136,10 @@ fi
 if wanted bench-host; then
   HOST_BENCH="$ROOT/benchmarks/bench_host_overhead.py"
   step bench-host-py-np1 300 "${MPI[@]}" -np 1 "$PY" "$HOST_BENCH" --json "$LOGS/host-py-np1.json"
+  # Two ranks time-slice one GPU: each collective then takes milliseconds of GPU time (every
+  # call waits for the other process's time slice), so fewer calls per round.
   step bench-host-py-np2 300 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$HOST_BENCH" \
-    --json "$LOGS/host-py-np2.json"
+    --rounds 5 --calls 50 --json "$LOGS/host-py-np2.json"
 fi
 if wanted bench-collectives; then
   # One rank per GPU with every size and an NCCL_SYM_CTAS sweep (issue: multi-GPU run); on a

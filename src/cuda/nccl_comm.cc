@@ -137,7 +137,8 @@ void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {
   // No notify: while operations are in flight the watchdog wakes every few milliseconds anyway,
   // and waking it per call would cost a system call on the hot path.
   std::lock_guard<std::mutex> lock(in_flight_mutex_);
-  in_flight_.push_back(InFlight{op, event, std::chrono::steady_clock::now(), std::move(keepalive)});
+  in_flight_.push_back(
+      InFlight{op, stream, event, std::chrono::steady_clock::now(), std::move(keepalive)});
 }
 
 void NcclComm::wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout,

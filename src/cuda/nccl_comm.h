@@ -165,6 +165,7 @@ class NcclComm {
   /// An operation whose completion event has not been observed yet.
   struct InFlight {
     const char* op;  ///< a string literal
+    cudaStream_t stream;
     cudaEvent_t event;
     std::chrono::steady_clock::time_point enqueued;
     Tensor keepalive;

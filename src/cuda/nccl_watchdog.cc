@@ -4,6 +4,9 @@
 // flight longer than the timeout. Waiting callers then see the broken flag and throw.
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
+#include <vector>
+
 #include "cuda/abort_registry.h"
 #include "cuda/cuda_check.h"
 #include "cuda/nccl_comm.h"
@@ -109,14 +112,24 @@ void NcclComm::watchdog_check() {
   std::string failure;
   bool timed_out = false;
   {
+    // Work on one stream completes in order: once an entry of a stream is still running, its
+    // later entries are too, and are not queried. So a pass costs one query per stream plus one
+    // per completed entry, however far the host runs ahead (the lock is held meanwhile, and the
+    // caller's track() waits for it).
+    std::vector<cudaStream_t> running;
     std::lock_guard<std::mutex> lock(in_flight_mutex_);
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
+      if (std::find(running.begin(), running.end(), it->stream) != running.end()) {
+        ++it;
+        continue;
+      }
       const cudaError_t state = cudaEventQuery(it->event);
       if (state == cudaSuccess) {
         event_pool_.push_back(it->event);
         finished.push_back(std::move(it->keepalive));
         it = in_flight_.erase(it);
       } else if (state == cudaErrorNotReady) {
+        running.push_back(it->stream);
         ++it;
       } else {
         (void)cudaGetLastError();
