@@ -3,8 +3,6 @@
 #include "cuda/nccl_comm.h"
 
 #include <algorithm>
-#include <array>
-#include <optional>
 
 #include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
@@ -114,12 +112,8 @@ std::string NcclComm::last_error_locked() const {
 }
 
 cudaEvent_t NcclComm::take_event() {
-  // The watchdog refills the pool only every few milliseconds, and creating an event costs
-  // about a microsecond: when the pool is empty, recycle the oldest entries that have completed.
-  std::optional<std::array<Tensor, kReapBatch>> released;  // keepalives, freed after the lock
   {
     std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    if (event_pool_.empty()) reap_front_locked(released.emplace());
     if (!event_pool_.empty()) {
       cudaEvent_t event = event_pool_.back();
       event_pool_.pop_back();
@@ -130,18 +124,6 @@ cudaEvent_t NcclComm::take_event() {
   GC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name_,
                 ": creating a CUDA event");
   return event;
-}
-
-void NcclComm::reap_front_locked(std::array<Tensor, kReapBatch>& released) {
-  for (Tensor& slot : released) {
-    if (in_flight_.empty()) return;
-    InFlight& front = in_flight_.front();
-    // Not ready (or failed: the watchdog queries it again and reports it): stop here.
-    if (cudaEventQuery(front.event) != cudaSuccess) return;
-    event_pool_.push_back(front.event);
-    slot = std::move(front.keepalive);
-    in_flight_.pop_front();
-  }
 }
 
 void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {

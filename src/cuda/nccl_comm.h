@@ -43,7 +43,6 @@
 
 #include <cuda_runtime_api.h>
 
-#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -205,14 +204,8 @@ class NcclComm {
   [[noreturn]] void fail_call(const char* op, ncclResult_t result);
   /// Records an event for `op` on `stream` for the watchdog (skipped during capture).
   void track(const char* op, cudaStream_t stream, Tensor keepalive);
-  /// Entries take_event() recycles at most at once.
-  static constexpr std::size_t kReapBatch = 8;
-  /// An event from the pool, else from the oldest completed entries, else a new one.
+  /// An event from the pool (or a new one).
   cudaEvent_t take_event();
-  /// Moves up to kReapBatch completed entries from the front of in_flight_ to the event pool,
-  /// their keepalives into `released` (for the caller to free after the lock). Requires
-  /// in_flight_mutex_.
-  void reap_front_locked(std::array<Tensor, kReapBatch>& released);
   /// ": <ncclGetLastError>" or "" when NCCL has nothing to add. Requires mutex_.
   std::string last_error_locked() const;
   /// Teardown: finalizes and destroys the communicator with watched calls when `operations_done`
