@@ -495,7 +495,14 @@ def main() -> int:
         }
         result = measure(columns, world_group.barrier, args.rounds, args.calls)
         medians[index] = [np.nan if result[c] is None else result[c] for c in COLUMNS]
-    all_ranks = world_group.all_gather(medians[np.newaxis], 0)  # (ranks, keys, columns)
+    # Medians of every rank on rank 0, as objects: the world group has no device communicator,
+    # so it cannot all_gather arrays (vLLM's neither).
+    if world.rank == 0:
+        gathered = [medians] + [world_group.recv_object(src=r) for r in range(1, world.size)]
+        all_ranks = np.stack(gathered)  # (ranks, keys, columns)
+    else:
+        world_group.send_object(medians, dst=0)
+        all_ranks = None
     parts = (measure_breakdown(world, args.rounds, args.breakdown_calls)
              if args.breakdown_calls > 0 else {})
 
