@@ -7,6 +7,7 @@
 //          of the same ranks, preallocated buffers, the same stream
 //   split  (1 rank) the same raw calls on a communicator made as groupcoord makes its own (a
 //          non-blocking parent split into a blocking child): NCCL's own cost on such a one
+//   +event (1 rank) split, plus the capture check and event record the watchdog's tracking adds
 //   comm   the "cuda" DeviceCommunicator (what GroupCoordinator hands CUDA tensors to; at world
 //          size 1 the coordinator bypasses, so this is the row that runs there)
 //   coord  GroupCoordinator (world size >= 2), symmetric memory off, like comm
@@ -247,6 +248,8 @@ int main(int argc, char** argv) {
     ncclComm_t raw = raw_communicator(api, *world);
     // One rank only: two more spinning NCCL kernels per call would slow a shared GPU further.
     ncclComm_t raw_split = n == 1 ? raw_split_communicator(api, *world) : nullptr;
+    cudaEvent_t tracking_event = nullptr;
+    cudaEventCreateWithFlags(&tracking_event, cudaEventDisableTiming);
     gc::register_builtin_device_communicators();
     gc::DeviceCommunicatorContext context;
     context.cpu_group = world;
@@ -275,8 +278,8 @@ int main(int argc, char** argv) {
                   "calls, host µs per call (median)\n",
                   n, gpus, api.version, o.rounds, o.calls);
       print_breakdown(stream, device, *comm);
-      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us",
-                  "split_us", "comm_us", "coord_us", "symm_us", "diff_us", "ratio");
+      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us",
+                  "split_us", "+event", "comm_us", "coord_us", "symm_us", "diff_us", "ratio");
     }
     std::vector<Row> rows;
     for (const Size& size : kSizes) {
@@ -355,7 +358,16 @@ int main(int argc, char** argv) {
       }
       for (const Case& c : cases) {
         std::vector<Body> bodies = {[&] { c.raw(raw); }, [&] { c.comm(*comm); }};
-        if (raw_split) bodies.push_back([&] { c.raw(raw_split); });
+        if (raw_split) {
+          bodies.push_back([&] { c.raw(raw_split); });
+          // What the watchdog's bookkeeping costs where it happens: right after NCCL's launch.
+          bodies.push_back([&] {
+            c.raw(raw_split);
+            cudaStreamCaptureStatus status;
+            cudaStreamIsCapturing(stream, &status);
+            cudaEventRecord(tracking_event, stream);
+          });
+        }
         if (coord) bodies.push_back([&] { c.coord(*coord); });
         const bool with_symm = symm && c.symmetric_path && size.dtype == DType::BFloat16;
         if (with_symm) bodies.push_back([&] { c.comm(*symm); });
@@ -368,20 +380,24 @@ int main(int argc, char** argv) {
         const double raw_us = m[k++];
         const double comm_us = m[k++];
         const double split_us = raw_split ? m[k++] : -1;
+        const double tracked_us = raw_split ? m[k++] : -1;
         const double coord_us = coord ? m[k++] : -1;
         const double symm_us = with_symm ? m[k++] : -1;
         // The path users take: the coordinator where it runs, else the communicator.
         const double ours = coord ? coord_us : comm_us;
         rows.push_back({c.op, size.label, "raw", raw_us});
-        if (raw_split) rows.push_back({c.op, size.label, "raw_split", split_us});
+        if (raw_split) {
+          rows.push_back({c.op, size.label, "raw_split", split_us});
+          rows.push_back({c.op, size.label, "raw_split+event", tracked_us});
+        }
         rows.push_back({c.op, size.label, "comm", comm_us});
         if (coord) rows.push_back({c.op, size.label, "coord", coord_us});
         if (with_symm) rows.push_back({c.op, size.label, "symm", symm_us});
         if (print) {
           auto cell = [](double v) {
-            static char buf[5][32];
+            static char buf[6][32];
             static int slot = 0;
-            char* b = buf[slot++ % 5];
+            char* b = buf[slot++ % 6];
             if (v < 0) {
               std::snprintf(b, 32, "%9s", "-");
             } else {
@@ -389,8 +405,9 @@ int main(int argc, char** argv) {
             }
             return b;
           };
-          std::printf("%-22s %-10s %9.2f %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(), size.label,
-                      raw_us, cell(split_us), cell(comm_us), cell(coord_us), cell(symm_us), ours - raw_us,
+          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(),
+                      size.label, raw_us, cell(split_us), cell(tracked_us), cell(comm_us),
+                      cell(coord_us), cell(symm_us), ours - raw_us,
                       ours / raw_us);
         }
       }
@@ -412,6 +429,7 @@ int main(int argc, char** argv) {
     if (coord) coord->destroy();
     api.CommDestroy(raw);
     if (raw_split) api.CommDestroy(raw_split);
+    cudaEventDestroy(tracking_event);
     gc::destroy_distributed_environment();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_host_overhead: %s\n", e.what());
