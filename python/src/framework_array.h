@@ -57,11 +57,12 @@ std::uintptr_t framework_current_stream(Framework framework, int index);
 std::uintptr_t framework_call_stream(pybind11::handle stream, Framework framework, Device device);
 
 /// A new uninitialised C-contiguous array of `shape`, with the dtype and device of `like` (a
-/// `framework` array read as `like_tensor`), from that library (torch: like.new_empty(shape),
-/// on torch's current stream; cupy: cupy.ndarray(shape, dtype) — what cupy.empty does — on
-/// like's device); `*view` is set to a non-owning view of it. `dtype_object`: like's dtype
-/// object (FrameworkArray::dtype; used for cupy). `shape_object`: `shape` as a Python tuple when
-/// the caller has one (may be null: built from `shape`).
+/// `framework` array read as `like_tensor`), from that library (torch: torch.empty_like(like)
+/// for a compact `like` of that shape, else like.new_empty(shape), on torch's current stream;
+/// cupy: cupy.ndarray(shape, dtype) — what cupy.empty does — on like's device); `*view` is set
+/// to a non-owning view of it. `dtype_object`: like's dtype object (FrameworkArray::dtype; used
+/// for cupy). `shape_object`: `shape` as a Python tuple when the caller has one (may be null:
+/// built from `shape`; used for cupy).
 pybind11::object framework_empty(Framework framework, pybind11::handle like,
                                  const Tensor& like_tensor, pybind11::handle dtype_object,
                                  const Shape& shape, pybind11::handle shape_object, Tensor* view);
