@@ -40,6 +40,8 @@
 
 namespace groupcoord {
 
+class ShmCollectives;
+
 /// How a ProcessGroup is created.
 struct ProcessGroupOptions {
   /// Deadline of every operation of the group: rendezvous, collectives, send/recv waits.
@@ -147,6 +149,10 @@ class ProcessGroup {
   explicit ProcessGroup(std::shared_ptr<State> state);
 
  private:
+  /// The same-node shared-memory collectives, set up (collectively) on first use; null when the
+  /// group spans nodes or GROUPCOORD_CPU_SHM=0 (then Gloo carries everything).
+  ShmCollectives* shared_memory();
+
   std::shared_ptr<State> state_;
 };
 

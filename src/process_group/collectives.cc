@@ -80,6 +80,24 @@ bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len
 
 }  // namespace
 
+ShmCollectives* ProcessGroup::shared_memory() {
+  State& s = *state_;
+  if (!s.shm_checked) {
+    // Set before the set-up, whose own broadcast and all_reduce must go through Gloo.
+    s.shm_checked = true;
+    ShmCollectives::SetupChannel channel;
+    channel.broadcast = [this](void* data, std::size_t bytes, int root) {
+      broadcast(data, bytes, DType::UInt8, root);
+    };
+    channel.all_reduce_min = [this](std::int32_t value) {
+      all_reduce(&value, 1, DType::Int32, ReduceOp::Min);
+      return value;
+    };
+    s.shm = ShmCollectives::create(s.rank, s.size, s.name, s.health, s.timeout, channel);
+  }
+  return s.shm.get();
+}
+
 void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int root) {
   State& s = *state_;
   const std::string& label = s.health->label();
@@ -89,6 +107,7 @@ void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int roo
   auto context = s.acquire("broadcast");
   if (count == 0 || s.size == 1) return;
   const std::size_t nbytes = count * dtype_size(dtype);
+  if (ShmCollectives* shm = shared_memory()) return shm->broadcast(data, nbytes, root);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("broadcast", count, dtype, "root=" + std::to_string(root)),
               s.timeout, [&] {
@@ -118,6 +137,7 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
   // Gloo reduces in place; copying first also covers size 1. memmove: `in` may overlap `out`.
   if (in != out) std::memmove(out, in, nbytes);
   if (s.size == 1) return;
+  if (ShmCollectives* shm = shared_memory()) return shm->all_reduce(out, out, count, dtype, op);
   ReduceFunction fn = reduce_function(dtype, op);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_reduce", count, dtype, reduce_op_name(op)), s.timeout,
@@ -136,6 +156,9 @@ void ProcessGroup::all_gather(const void* in, void* out, std::size_t count_per_r
   const bool in_place = in == own_slot;
   GC_CHECK(in_place || !overlaps(in, chunk, out, chunk * s.size), label,
            ": all_gather: input overlaps the output other than at this rank's slot");
+  if (s.size > 1) {
+    if (ShmCollectives* shm = shared_memory()) return shm->all_gather(in, out, chunk);
+  }
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_gather", count_per_rank, dtype), s.timeout, [&] {
     gloo::AllgatherOptions options(context);
@@ -219,6 +242,7 @@ void ProcessGroup::barrier() {
   State& s = *state_;
   auto context = s.acquire("barrier");
   if (s.size == 1) return;
+  if (ShmCollectives* shm = shared_memory()) return shm->barrier();
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, "barrier", s.timeout, [&] {
     gloo::BarrierOptions options(context);

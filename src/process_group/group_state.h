@@ -16,6 +16,7 @@
 #include "process_group/gloo_transport.h"
 #include "process_group/group_health.h"
 #include "process_group/p2p_protocol.h"
+#include "process_group/shm_collectives.h"
 
 namespace gloo {
 class Context;
@@ -34,6 +35,13 @@ struct ProcessGroup::State {
   std::shared_ptr<Store> world_store;  ///< the unprefixed world store (sub-groups nest in it)
   std::shared_ptr<Store> store;        ///< the world store under `prefix`
   std::shared_ptr<GroupHealth> health;
+
+  /// Same-node shared-memory collectives (shm_collectives.h), set up by the first collective
+  /// that can use them; null when the ranks span nodes or the transport is off. Only the
+  /// collectives' thread touches these; the mapping lives as long as the state (a collective
+  /// still waiting when destroy() runs on another thread sees the group destroyed and throws).
+  std::unique_ptr<ShmCollectives> shm;
+  bool shm_checked = false;
 
   /// Tag of the next collective. Only the collectives' thread touches it; it advances
   /// identically on every rank because they call the same collectives in the same order.

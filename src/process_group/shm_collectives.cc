@@ -1,0 +1,192 @@
+#include "process_group/shm_collectives.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <cstring>
+#include <random>
+#include <sstream>
+
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/logging.h"
+#include "process_group/group_health.h"
+#include "process_group/reduce_functions.h"
+#include "shm/shared_memory.h"
+#include "shm/spin_wait.h"
+
+namespace groupcoord {
+
+namespace {
+
+using Counter = std::atomic<std::uint64_t>;
+static_assert(Counter::is_always_lock_free,
+              "shared-memory counters need lock-free (address-free) atomics");
+
+constexpr std::size_t kLine = 64;
+// Room for the segment's name in the set-up broadcast.
+constexpr std::size_t kNameBytes = 96;
+
+std::size_t header_bytes(int size) { return static_cast<std::size_t>(size) * kLine; }
+
+// "/gccpu-<pid>-<random>": unique per creation (the name is unlinked during set-up anyway).
+std::string segment_name() {
+  std::random_device device;
+  std::ostringstream name;
+  name << "/gccpu-" << ::getpid() << "-" << std::hex << device() << device();
+  return name.str();
+}
+
+// False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
+bool enabled_here() {
+  const char* value = std::getenv("GROUPCOORD_CPU_SHM");
+  return value == nullptr || std::string(value) != "0";
+}
+
+}  // namespace
+
+std::size_t ShmCollectives::segment_bytes(int size) {
+  return header_bytes(size) + 2 * static_cast<std::size_t>(size) * kChunkBytes;
+}
+
+std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
+                                                       const std::string& group_name,
+                                                       std::shared_ptr<GroupHealth> health,
+                                                       std::chrono::milliseconds timeout,
+                                                       const SetupChannel& channel) {
+  if (size < 2) return nullptr;
+  // Rank 0 creates and names the segment ("" when it cannot or will not).
+  char name[kNameBytes] = {};
+  std::unique_ptr<shm::SharedMemory> segment;
+  if (rank == 0 && enabled_here()) {
+    try {
+      const std::string created = segment_name();
+      segment = shm::SharedMemory::create(created, segment_bytes(size));
+      std::strncpy(name, created.c_str(), kNameBytes - 1);
+    } catch (const std::exception& e) {
+      GC_LOG(Warn, health->label(), ": no shared memory for the CPU collectives (", e.what(),
+             "); they use Gloo");
+    }
+  }
+  channel.broadcast(name, kNameBytes, 0);
+  bool ready = name[0] != '\0' && enabled_here();
+  if (ready && rank != 0) {
+    shm::SharedMemory::OpenResult opened = shm::SharedMemory::open(name, segment_bytes(size));
+    segment = std::move(opened.segment);
+    ready = segment != nullptr;  // not found: another node
+  }
+  // Every rank has mapped it (or given up) once this returns: the name can go.
+  const bool everyone = channel.all_reduce_min(ready ? 1 : 0) == 1;
+  if (segment) segment->unlink();
+  if (!everyone) return nullptr;
+  GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name, ")");
+  return std::unique_ptr<ShmCollectives>(
+      new ShmCollectives(rank, size, std::move(health), timeout, std::move(segment)));
+}
+
+ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
+                               std::chrono::milliseconds timeout,
+                               std::unique_ptr<shm::SharedMemory> segment)
+    : rank_(rank),
+      size_(size),
+      health_(std::move(health)),
+      timeout_(timeout),
+      segment_(std::move(segment)) {}
+
+ShmCollectives::~ShmCollectives() = default;
+
+std::uint8_t* ShmCollectives::slot(int bank, int r) const {
+  auto* base = static_cast<std::uint8_t*>(segment_->data()) + header_bytes(size_);
+  return base + (static_cast<std::size_t>(bank) * size_ + r) * kChunkBytes;
+}
+
+int ShmCollectives::begin_step() { return static_cast<int>((step_ + 1) % 2); }
+
+void ShmCollectives::finish_step(const char* op) {
+  const std::uint64_t step = ++step_;
+  auto* counters = static_cast<std::uint8_t*>(segment_->data());
+  auto counter = [&](int r) { return reinterpret_cast<Counter*>(counters + r * kLine); };
+  counter(rank_)->store(step, std::memory_order_release);
+  auto everyone_there = [&] {
+    for (int r = 0; r < size_; ++r) {
+      if (counter(r)->load(std::memory_order_acquire) < step) return false;
+    }
+    return true;
+  };
+  if (everyone_there()) return;  // the common case on a quiet machine: no clock, no backoff
+  const shm::Deadline deadline(timeout_);
+  shm::Backoff backoff;
+  while (!everyone_there()) {
+    if (health_->is_destroyed() || health_->is_broken() || deadline.expired()) {
+      if (everyone_there()) return;
+      std::ostringstream missing;
+      for (int r = 0; r < size_; ++r) {
+        if (counter(r)->load(std::memory_order_acquire) < step) missing << " " << r;
+      }
+      if (health_->is_destroyed() || health_->is_broken()) {
+        health_->check_usable(op);  // throws DistributedError with the recorded reason
+      }
+      const std::string reason = std::string(op) + ": rank(s)" + missing.str() +
+                                 " did not arrive within the group's timeout of " +
+                                 std::to_string(timeout_.count()) +
+                                 " ms (shared-memory step " + std::to_string(step) + ")";
+      health_->mark_broken(reason);
+      GC_THROW(TimeoutError, health_->label(), ": ", reason);
+    }
+    backoff.pause();
+  }
+}
+
+void ShmCollectives::barrier() {
+  begin_step();
+  finish_step("barrier");
+}
+
+void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
+  auto* bytes_out = static_cast<std::uint8_t*>(data);
+  for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
+    const std::size_t n = std::min(kChunkBytes, bytes - offset);
+    const int bank = begin_step();
+    if (rank_ == root) std::memcpy(slot(bank, root), bytes_out + offset, n);
+    finish_step("broadcast");
+    if (rank_ != root) std::memcpy(bytes_out + offset, slot(bank, root), n);
+  }
+}
+
+void ShmCollectives::all_gather(const void* in, void* out, std::size_t bytes) {
+  const auto* mine = static_cast<const std::uint8_t*>(in);
+  auto* gathered = static_cast<std::uint8_t*>(out);
+  for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
+    const std::size_t n = std::min(kChunkBytes, bytes - offset);
+    const int bank = begin_step();
+    std::memcpy(slot(bank, rank_), mine + offset, n);
+    finish_step("all_gather");
+    for (int r = 0; r < size_; ++r) {
+      std::memcpy(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
+    }
+  }
+}
+
+void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DType dtype,
+                                ReduceOp op) {
+  const std::size_t element = dtype_size(dtype);
+  const std::size_t per_step = kChunkBytes / element;
+  const ReduceFunction fn = reduce_function(dtype, op);
+  const auto* input = static_cast<const std::uint8_t*>(in);
+  auto* output = static_cast<std::uint8_t*>(out);
+  for (std::size_t first = 0; first < count; first += per_step) {
+    const std::size_t n = std::min(per_step, count - first);
+    const std::size_t offset = first * element;
+    const int bank = begin_step();
+    std::memcpy(slot(bank, rank_), input + offset, n * element);
+    finish_step("all_reduce");
+    // In rank order on every rank: identical results everywhere.
+    std::uint8_t* result = output + offset;
+    std::memcpy(result, slot(bank, 0), n * element);
+    for (int r = 1; r < size_; ++r) fn(result, result, slot(bank, r), n);
+  }
+}
+
+}  // namespace groupcoord
