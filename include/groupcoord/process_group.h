@@ -101,6 +101,10 @@ class ProcessGroup {
   std::shared_ptr<Store> store() const;
   /// True after a transport error broke the group (later calls throw DistributedError).
   bool is_broken() const;
+  /// True once the group's collectives run through shared memory: all ranks on one node, set up
+  /// by the first collective (all_reduce, broadcast, all_gather, barrier), not turned off with
+  /// GROUPCOORD_CPU_SHM=0 on any rank. False before the first collective and for groups of one.
+  bool uses_shared_memory() const;
 
   // ---- collectives on host memory (every DType; see the collective rule above) -------------
 

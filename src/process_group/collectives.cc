@@ -80,6 +80,8 @@ bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len
 
 }  // namespace
 
+bool ProcessGroup::uses_shared_memory() const { return state_->shm != nullptr; }
+
 ShmCollectives* ProcessGroup::shared_memory() {
   State& s = *state_;
   if (!s.shm_checked) {

@@ -1,0 +1,141 @@
+// The same-node shared-memory collectives of ProcessGroup (src/process_group/shm_collectives.h),
+// under mpirun at world sizes 1, 2 and 4 (all ranks on this node). pg_checks.cc's collective
+// checks (every dtype, 64 MiB, sub-groups, an absent rank) run on this path too, since it is on by
+// default; these tests pin what is specific to it.
+#include <dirent.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <cstdlib>
+#include <string>
+#include <vector>
+
+#include "groupcoord/errors.h"
+#include "groupcoord/process_group.h"
+#include "multi_process_test.h"
+
+namespace groupcoord {
+namespace testing {
+namespace {
+
+class ShmCollectivesTest : public MultiProcessTest {};
+
+// Names in /dev/shm of the transport's segments ("gccpu-<pid>-...") made by this job's ranks.
+std::vector<std::string> leftover_segments(const std::vector<long>& pids) {
+  std::vector<std::string> found;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return found;
+  while (dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    for (long pid : pids) {
+      if (name.rfind("gccpu-" + std::to_string(pid) + "-", 0) == 0) found.push_back(name);
+    }
+  }
+  ::closedir(dir);
+  return found;
+}
+
+std::vector<long> job_pids(ProcessGroup& world) {
+  std::vector<std::int64_t> pids(world.size());
+  const std::int64_t mine = ::getpid();
+  world.all_gather(&mine, pids.data(), 1, DType::Int64);
+  return std::vector<long>(pids.begin(), pids.end());
+}
+
+std::shared_ptr<ProcessGroup> whole_group(ProcessGroup& world, const std::string& name) {
+  std::vector<int> all(world.size());
+  for (int r = 0; r < world.size(); ++r) all[r] = r;
+  ProcessGroupOptions options;
+  options.name = name;
+  options.timeout = std::chrono::seconds(20);
+  return world.new_group(all, options);
+}
+
+TEST_F(ShmCollectivesTest, SetUpByTheFirstCollectiveAndNoNameLeftBehind) {
+  auto group = whole_group(*world(), "shm-setup");
+  EXPECT_FALSE(group->uses_shared_memory()) << "nothing is set up before a collective";
+  group->barrier();
+  EXPECT_EQ(group->uses_shared_memory(), world_size() > 1);
+  world()->barrier();
+  EXPECT_TRUE(leftover_segments(job_pids(*world())).empty())
+      << "the segment's name is unlinked once every rank mapped it";
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, OneRankSwitchingItOffKeepsTheWholeGroupOnGloo) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  if (rank() == world_size() - 1) setenv("GROUPCOORD_CPU_SHM", "0", 1);
+  auto group = whole_group(*world(), "shm-off");
+  std::vector<float> values(1000, static_cast<float>(rank() + 1));
+  group->all_reduce(values.data(), values.size(), DType::Float32);
+  unsetenv("GROUPCOORD_CPU_SHM");
+  EXPECT_FALSE(group->uses_shared_memory()) << "the ranks agree: all on shared memory or none";
+  const float expected = world_size() * (world_size() + 1) / 2.0f;
+  for (float v : values) ASSERT_EQ(v, expected);
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
+  // Alternating ops and sizes around the chunk size (256 KiB): every step reuses a bank the
+  // previous-but-one step used, so a rank that overwrote a slot too early would show up here.
+  auto group = whole_group(*world(), "shm-steps");
+  const int n = world_size();
+  for (int i = 0; i < 300; ++i) {
+    const std::size_t count = (i % 3 == 0) ? 65536 + i : (i % 3 == 1) ? 1 + i : 3 * 65536 + 7;
+    std::vector<std::int64_t> sum(count);
+    for (std::size_t k = 0; k < count; ++k) sum[k] = static_cast<std::int64_t>(k) * (rank() + 1) + i;
+    group->all_reduce(sum.data(), count, DType::Int64);
+    for (std::size_t k = 0; k < count; k += 997) {
+      ASSERT_EQ(sum[k], static_cast<std::int64_t>(k) * n * (n + 1) / 2 + static_cast<std::int64_t>(i) * n)
+          << "call " << i << " element " << k;
+    }
+    const int root = i % n;
+    std::vector<std::int32_t> data(count / 2 + 1, rank() == root ? i : -1);
+    group->broadcast(data.data(), data.size(), DType::Int32, root);
+    ASSERT_EQ(data.front(), i);
+    ASSERT_EQ(data.back(), i);
+    std::vector<std::int32_t> mine(count / 4 + 1, rank() * 1000 + i);
+    std::vector<std::int32_t> all(mine.size() * n);
+    group->all_gather(mine.data(), all.data(), mine.size(), DType::Int32);
+    for (int r = 0; r < n; ++r) {
+      ASSERT_EQ(all[r * mine.size()], r * 1000 + i);
+      ASSERT_EQ(all[(r + 1) * mine.size() - 1], r * 1000 + i);
+    }
+  }
+  EXPECT_EQ(group->uses_shared_memory(), n > 1);
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, ARankThatDoesNotComeNamesItselfInTheTimeout) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  std::vector<int> all(world_size());
+  for (int r = 0; r < world_size(); ++r) all[r] = r;
+  ProcessGroupOptions options;
+  options.name = "shm-absent";
+  options.timeout = std::chrono::milliseconds(1500);
+  auto group = world()->new_group(all, options);
+  group->barrier();  // set up
+  ASSERT_TRUE(group->uses_shared_memory());
+  const int absent = world_size() - 1;
+  if (rank() != absent) {
+    float x = 1;
+    try {
+      group->all_reduce(&x, 1, DType::Float32);
+      ADD_FAILURE() << "an all_reduce without rank " << absent << " returned";
+    } catch (const TimeoutError& e) {
+      const std::string what = e.what();
+      EXPECT_NE(what.find("shm-absent"), std::string::npos) << what;
+      EXPECT_NE(what.find("all_reduce"), std::string::npos) << what;
+      EXPECT_NE(what.find(" " + std::to_string(absent) + " did not arrive"), std::string::npos)
+          << what;
+    }
+    EXPECT_TRUE(group->is_broken());
+    EXPECT_THROW(group->barrier(), DistributedError) << "a broken group fails fast";
+  }
+  world()->barrier();
+  group->destroy();
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace groupcoord
