@@ -7,7 +7,8 @@ op and world size, one line per path (and per file label when several files shar
 
 writes cpu_<op>_np<N>.png (two panels: time per call, busbw) under --out. A file may be given as
 LABEL=PATH (e.g. before=a.json after=b.json) to compare runs of the same world size; the label
-then prefixes the line names and goes into the title.
+then prefixes the line names and goes into the title. --markdown also prints one Markdown table
+per file and op (time per call in µs with busbw in GB/s, checks, ratios) to stdout.
 
 Needs matplotlib (Debian: apt-get install -y python3-matplotlib); uses the Agg backend.
 """
@@ -45,6 +46,47 @@ def human_bytes(b):
     return f"{b:g}"
 
 
+def markdown_tables(label, data):
+    """One Markdown table per op of one run: 'µs (busbw GB/s)' per path, checks, ratios."""
+    n = data["world_size"]
+    out = []
+    ops = []
+    for r in data["results"]:
+        if r["op"] not in ops:
+            ops.append(r["op"])
+    for op in ops:
+        rows = [r for r in data["results"] if r["op"] == op]
+        paths = []
+        for r in rows:
+            if r["path"] not in paths:
+                paths.append(r["path"])
+        by = {(r["bytes"], r["path"]): r for r in rows}
+        sizes = sorted({r["bytes"] for r in rows})
+        head = f"{OP_TITLES.get(op, op)}, {n} ranks" + (f" ({label})" if label else "")
+        out.append(f"**{head}**: µs per call (busbw GB/s)\n")
+        cols = ["size", "count"] + [PATH_TITLES.get(p, p) for p in paths]
+        cols += ["check", "ours/MPI", "Gloo/ours"]
+        out.append("| " + " | ".join(cols) + " |")
+        out.append("|" + "|".join(["---:"] * len(cols)) + "|")
+        for b in sizes:
+            cells = [human_bytes(b), str(by[(b, paths[0])]["count"])]
+            ok = True
+            for p in paths:
+                r = by.get((b, p))
+                if r is None:
+                    cells.append("")
+                    continue
+                ok = ok and r["ok"]
+                cells.append(f"{r['time_us']:.4g} ({r['busbw_gbs']:.3g})")
+            cells.append("ok" if ok else "WRONG")
+            ours, mpi, gloo = by.get((b, "groupcoord")), by.get((b, "mpi")), by.get((b, "gloo"))
+            cells.append(f"{ours['time_us'] / mpi['time_us']:.3g}" if ours and mpi else "n/a")
+            cells.append(f"{gloo['time_us'] / ours['time_us']:.3g}" if ours and gloo else "n/a")
+            out.append("| " + " | ".join(cells) + " |")
+        out.append("")
+    return "\n".join(out)
+
+
 def load(spec):
     label, _, path = spec.rpartition("=")
     with open(path) as f:
@@ -57,9 +99,13 @@ def main(argv=None):
     ap.add_argument("json", nargs="+", help="bench_cpu_collectives --json output ([LABEL=]PATH)")
     ap.add_argument("--out", required=True, help="folder for the PNG files")
     ap.add_argument("--prefix", default="cpu", help="file name prefix (default: cpu)")
+    ap.add_argument("--markdown", action="store_true", help="also print Markdown tables")
     args = ap.parse_args(argv)
 
     runs = [load(spec) for spec in args.json]
+    if args.markdown:
+        for label, data in runs:
+            print(markdown_tables(label, data))
     os.makedirs(args.out, exist_ok=True)
     # (op, world_size) -> [(label, data)]
     groups = {}
