@@ -48,6 +48,7 @@
 #include <string>
 #include <vector>
 
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include "groupcoord/groupcoord.h"
@@ -233,6 +234,49 @@ bool check_broadcast(const float* out, std::size_t count, std::size_t salt) {
   return true;
 }
 
+// ---- other work on the machine -------------------------------------------------------------
+
+/// Busy CPU seconds of the whole machine so far (/proc/stat: everything but idle and iowait).
+double machine_busy_s() {
+  FILE* f = std::fopen("/proc/stat", "r");
+  if (f == nullptr) return 0;
+  unsigned long long v[10] = {0};
+  const int got = std::fscanf(f, "cpu %llu %llu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0],
+                              &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
+  std::fclose(f);
+  if (got < 8) return 0;
+  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
+}
+
+/// CPU seconds this process used so far (all its threads).
+double own_cpu_s() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_utime.tv_sec + u.ru_stime.tv_sec + 1e-6 * (u.ru_utime.tv_usec + u.ru_stime.tv_usec);
+}
+
+/// Measures how many cores other processes kept busy over an interval: the machine's busy time
+/// minus every rank's own CPU time, over the wall time (collective: every rank calls both ends).
+class ForeignLoad {
+ public:
+  ForeignLoad() : wall_(Clock::now()), machine_(machine_busy_s()), own_(own_cpu_s()) {}
+  /// Cores' worth of other work since construction (0 when /proc/stat is unreadable).
+  double cores() const {
+    const double own = own_cpu_s() - own_;
+    double ours = 0;
+    MPI_Allreduce(&own, &ours, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    const std::chrono::duration<double> wall = Clock::now() - wall_;
+    const double machine = machine_busy_s() - machine_;
+    return std::max(0.0, (machine - ours) / std::max(wall.count(), 1e-9));
+  }
+
+ private:
+  Clock::time_point wall_;
+  double machine_;
+  double own_;
+};
+
 // ---- one (op, size, path) case ---------------------------------------------------------------
 
 struct Buffers {
@@ -292,6 +336,7 @@ struct Row {
   std::size_t bytes = 0;  // size as nccl-tests counts it
   std::size_t count = 0;  // float32 elements of that size
   std::vector<Case> cases;
+  double other_cores = 0;  // cores' worth of other processes' work while this row ran
 };
 
 std::string fmt(const char* f, double v) {
@@ -323,6 +368,7 @@ Row run_size(const Options& o, const std::string& op, std::size_t bytes, gc::Gro
     per_rank = std::max<std::size_t>(1, count / n);
     count = per_rank * n;
   }
+  const ForeignLoad load;
   Row row;
   row.op = op;
   row.count = count;
@@ -447,6 +493,7 @@ Row run_size(const Options& o, const std::string& op, std::size_t bytes, gc::Gro
     c.call();
     c.ok = all_ranks_true(c.check()) && c.ok;
   }
+  row.other_cores = load.cores();
   return row;
 }
 
@@ -474,7 +521,7 @@ void print_header(const std::string& op, const std::vector<std::string>& paths, 
     if (p == "groupcoord_out" && op == "broadcast") continue;
     std::printf(" | %10s %7s %7s %5s", "time", "algbw", "busbw", "check");
   }
-  std::printf(" | %8s %9s\n", "ours/MPI", "Gloo/ours");
+  std::printf(" | %8s %9s %6s\n", "ours/MPI", "Gloo/ours", "other");
 }
 
 void print_row(const Row& row, int n) {
@@ -492,7 +539,7 @@ void print_row(const Row& row, int n) {
                                      : std::string("     n/a");
   const std::string r2 = ours && gloo ? fmt("%9.2f", median(gloo->round_s) / median(ours->round_s))
                                       : std::string("      n/a");
-  std::printf(" | %s %s\n", r1.c_str(), r2.c_str());
+  std::printf(" | %s %s %6.2f\n", r1.c_str(), r2.c_str(), row.other_cores);
   std::fflush(stdout);
 }
 
@@ -545,8 +592,9 @@ void write_json(const std::string& path, const Options& o, const std::vector<Row
                    row.count);
       std::fprintf(f, "\"time_us\": %.4f, \"algbw_gbs\": %.6f, \"busbw_gbs\": %.6f, ", t * 1e6,
                    algbw, algbw * bus_factor(row.op, n));
-      std::fprintf(f, "\"ok\": %s, \"calls_per_round\": %d, \"rounds_us\": [", c.ok ? "true" : "false",
-                   c.calls);
+      std::fprintf(f, "\"ok\": %s, \"calls_per_round\": %d, \"other_cores\": %.3f, ",
+                   c.ok ? "true" : "false", c.calls, row.other_cores);
+      std::fprintf(f, "\"rounds_us\": [");
       for (std::size_t i = 0; i < c.round_s.size(); ++i) {
         std::fprintf(f, "%s%.4f", i ? ", " : "", c.round_s[i] * 1e6);
       }
@@ -596,7 +644,8 @@ int main(int argc, char** argv) {
                                                               : "(unset)");
       std::printf("# load average before: %s\n", load_before.c_str());
       std::printf("# ratios: ours/MPI = groupcoord time / MPI time; Gloo/ours = raw Gloo time / "
-                  "groupcoord time (the allocating groupcoord call)\n");
+                  "groupcoord time (the allocating groupcoord call); other = cores kept busy by "
+                  "other processes while the row ran (anything above ~0.1 skews it)\n");
     }
     std::vector<Row> rows;
     for (const std::string& op : o.ops) {
