@@ -236,7 +236,8 @@ bool check_broadcast(const float* out, std::size_t count, std::size_t salt) {
 
 // ---- other work on the machine -------------------------------------------------------------
 
-/// Busy CPU seconds of the whole machine so far (/proc/stat: everything but idle and iowait).
+/// Busy CPU seconds of the whole machine so far (/proc/stat: user, nice, system, steal; not irq
+/// and softirq, which loopback TCP traffic of the ranks themselves may land in).
 double machine_busy_s() {
   FILE* f = std::fopen("/proc/stat", "r");
   if (f == nullptr) return 0;
@@ -245,7 +246,7 @@ double machine_busy_s() {
                               &v[1], &v[2], &v[3], &v[4], &v[5], &v[6], &v[7], &v[8], &v[9]);
   std::fclose(f);
   if (got < 8) return 0;
-  const unsigned long long busy = v[0] + v[1] + v[2] + v[5] + v[6] + v[7];
+  const unsigned long long busy = v[0] + v[1] + v[2] + v[7];
   return static_cast<double>(busy) / static_cast<double>(sysconf(_SC_CLK_TCK));
 }
 
@@ -650,7 +651,13 @@ int main(int argc, char** argv) {
     std::vector<Row> rows;
     for (const std::string& op : o.ops) {
       if (root) print_header(op, o.paths, world_size, o);
+      std::size_t last = 0;  // all_gather rounds small sizes up to one element per rank
       for (std::size_t bytes = o.min_bytes; bytes <= o.max_bytes; bytes *= o.step_factor) {
+        const std::size_t per_rank = std::max<std::size_t>(1, bytes / sizeof(float) / world_size);
+        const std::size_t effective =
+            op == "all_gather" ? per_rank * world_size * sizeof(float) : bytes;
+        if (effective == last) continue;
+        last = effective;
         rows.push_back(run_size(o, op, bytes, group, gloo_ctx, gloo_tag));
         if (root) print_row(rows.back(), world_size);
       }
