@@ -46,6 +46,15 @@ def human_bytes(b):
     return f"{b:g}"
 
 
+def fmt_num(v):
+    """2 decimals below 10, 1 below 100, whole numbers (thousands separated) above."""
+    if v < 10:
+        return f"{v:.2f}"
+    if v < 100:
+        return f"{v:.1f}"
+    return f"{v:,.0f}"
+
+
 def markdown_tables(label, data):
     """One Markdown table per op of one run: 'µs (busbw GB/s)' per path, checks, ratios."""
     n = data["world_size"]
@@ -65,7 +74,7 @@ def markdown_tables(label, data):
         head = f"{OP_TITLES.get(op, op)}, {n} ranks" + (f" ({label})" if label else "")
         out.append(f"**{head}**: µs per call (busbw GB/s)\n")
         cols = ["size", "count"] + [PATH_TITLES.get(p, p) for p in paths]
-        cols += ["check", "ours/MPI", "Gloo/ours"]
+        cols += ["check", "ours/MPI", "Gloo/ours", "other"]
         out.append("| " + " | ".join(cols) + " |")
         out.append("|" + "|".join(["---:"] * len(cols)) + "|")
         for b in sizes:
@@ -77,11 +86,13 @@ def markdown_tables(label, data):
                     cells.append("")
                     continue
                 ok = ok and r["ok"]
-                cells.append(f"{r['time_us']:.4g} ({r['busbw_gbs']:.3g})")
+                cells.append(f"{fmt_num(r['time_us'])} ({r['busbw_gbs']:.3f})")
             cells.append("ok" if ok else "WRONG")
             ours, mpi, gloo = by.get((b, "groupcoord")), by.get((b, "mpi")), by.get((b, "gloo"))
-            cells.append(f"{ours['time_us'] / mpi['time_us']:.3g}" if ours and mpi else "n/a")
-            cells.append(f"{gloo['time_us'] / ours['time_us']:.3g}" if ours and gloo else "n/a")
+            cells.append(fmt_num(ours["time_us"] / mpi["time_us"]) if ours and mpi else "n/a")
+            cells.append(fmt_num(gloo["time_us"] / ours["time_us"]) if ours and gloo else "n/a")
+            other = by[(b, paths[0])].get("other_cores")
+            cells.append(f"{other:.2f}" if other is not None else "")
             out.append("| " + " | ".join(cells) + " |")
         out.append("")
     return "\n".join(out)
@@ -165,7 +176,7 @@ def main(argv=None):
         fig.suptitle(title)
         fig.tight_layout()
         out = os.path.join(args.out, f"{args.prefix}_{op}_np{n}.png")
-        fig.savefig(out, dpi=100)
+        fig.savefig(out, dpi=80)
         plt.close(fig)
         written.append(out)
     for w in written:
