@@ -101,9 +101,9 @@ class ProcessGroup {
   std::shared_ptr<Store> store() const;
   /// True after a transport error broke the group (later calls throw DistributedError).
   bool is_broken() const;
-  /// True once the group's collectives run through shared memory: all ranks on one node, set up
-  /// by the first collective (all_reduce, broadcast, all_gather, barrier), not turned off with
-  /// GROUPCOORD_CPU_SHM=0 on any rank. False before the first collective and for groups of one.
+  /// True when the group's collectives (all_reduce, broadcast, all_gather(v), gather, barrier)
+  /// run through shared memory: all ranks on one node and none with GROUPCOORD_CPU_SHM=0. Set up
+  /// when the group is created; false for groups of one.
   bool uses_shared_memory() const;
 
   // ---- collectives on host memory (every DType; see the collective rule above) -------------
@@ -153,9 +153,10 @@ class ProcessGroup {
   explicit ProcessGroup(std::shared_ptr<State> state);
 
  private:
-  /// The same-node shared-memory collectives, set up (collectively) on first use; null when the
-  /// group spans nodes or GROUPCOORD_CPU_SHM=0 (then Gloo carries everything).
-  ShmCollectives* shared_memory();
+  /// The same-node shared-memory collectives, set up (collectively) the first time, by
+  /// create_world / new_group (`op`); null when the group spans nodes or GROUPCOORD_CPU_SHM=0
+  /// (then Gloo carries everything). A failed set-up throws as `op` would.
+  ShmCollectives* shared_memory(const char* op);
 
   std::shared_ptr<State> state_;
 };

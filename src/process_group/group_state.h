@@ -36,9 +36,9 @@ struct ProcessGroup::State {
   std::shared_ptr<Store> store;        ///< the world store under `prefix`
   std::shared_ptr<GroupHealth> health;
 
-  /// Same-node shared-memory collectives (shm_collectives.h), set up by the first collective
-  /// that can use them; null when the ranks span nodes or the transport is off. Only the
-  /// collectives' thread touches these; the mapping lives as long as the state (a collective
+  /// Same-node shared-memory collectives (shm_collectives.h), set up when the group is created;
+  /// null when the ranks span nodes or the transport is off. Only the collectives' thread
+  /// touches these afterwards; the mapping lives as long as the state (a collective
   /// still waiting when destroy() runs on another thread sees the group destroyed and throws).
   std::unique_ptr<ShmCollectives> shm;
   bool shm_checked = false;

@@ -93,7 +93,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_world(std::shared_ptr<Store> 
   auto state =
       connect_group(std::move(transport), store, "groupcoord/pg/world" + std::to_string(generation),
                     rank, std::move(world_ranks), options);
-  return std::make_shared<ProcessGroup>(std::move(state));
+  auto group = std::make_shared<ProcessGroup>(std::move(state));
+  group->shared_memory("create_world");
+  return group;
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ranks,
@@ -129,7 +131,9 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   auto state = connect_group(
       std::move(transport), parent.world_store, parent.prefix + "/" + std::to_string(child),
       static_cast<int>(me - ranks.begin()), std::move(world_ranks), child_options);
-  return std::make_shared<ProcessGroup>(std::move(state));
+  auto group = std::make_shared<ProcessGroup>(std::move(state));
+  group->shared_memory("new_group");
+  return group;
 }
 
 int ProcessGroup::rank() const { return state_->rank; }

@@ -169,6 +169,42 @@ void ShmCollectives::all_gather(const void* in, void* out, std::size_t bytes) {
   }
 }
 
+void ShmCollectives::all_gatherv(const void* in, void* out,
+                                 const std::vector<std::size_t>& bytes) {
+  const auto* mine = static_cast<const std::uint8_t*>(in);
+  auto* gathered = static_cast<std::uint8_t*>(out);
+  std::vector<std::size_t> place(size_, 0);
+  for (int r = 1; r < size_; ++r) place[r] = place[r - 1] + bytes[r - 1];
+  const std::size_t longest = *std::max_element(bytes.begin(), bytes.end());
+  // Step s moves bytes [s * kChunkBytes, (s + 1) * kChunkBytes) of every rank's part.
+  for (std::size_t offset = 0; offset < longest; offset += kChunkBytes) {
+    const int bank = begin_step();
+    auto piece = [&](int r) {
+      return bytes[r] > offset ? std::min(kChunkBytes, bytes[r] - offset) : std::size_t{0};
+    };
+    if (const std::size_t n = piece(rank_)) std::memcpy(slot(bank, rank_), mine + offset, n);
+    finish_step("all_gatherv");
+    for (int r = 0; r < size_; ++r) {
+      if (const std::size_t n = piece(r)) std::memcpy(gathered + place[r] + offset, slot(bank, r), n);
+    }
+  }
+}
+
+void ShmCollectives::gather(const void* in, void* out, std::size_t bytes, int root) {
+  const auto* mine = static_cast<const std::uint8_t*>(in);
+  auto* gathered = static_cast<std::uint8_t*>(out);
+  for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
+    const std::size_t n = std::min(kChunkBytes, bytes - offset);
+    const int bank = begin_step();
+    std::memcpy(slot(bank, rank_), mine + offset, n);
+    finish_step("gather");
+    if (rank_ != root) continue;
+    for (int r = 0; r < size_; ++r) {
+      std::memcpy(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
+    }
+  }
+}
+
 void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DType dtype,
                                 ReduceOp op) {
   const std::size_t element = dtype_size(dtype);

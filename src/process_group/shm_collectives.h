@@ -13,7 +13,7 @@
 // Every rank reduces in rank order (slot 0, then 1, ...), with the group's pairwise reduction
 // kernels (reduce_functions.h), so every rank of the group gets bit-identical results.
 //
-// Set-up is collective, over the group's Gloo context, the first time a collective needs it:
+// Set-up is collective, over the group's Gloo context, when the group is created:
 // rank 0 creates the segment (owner-only, a unique name), broadcasts the name, the others map it,
 // and the ranks agree (all of them mapped it, none has GROUPCOORD_CPU_SHM=0) before everyone
 // unlinks the name; so nothing is left in /dev/shm once set-up returns, even after a crash. Ranks
@@ -31,6 +31,7 @@
 #include <functional>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "groupcoord/dtype.h"
 #include "groupcoord/reduce_op.h"
@@ -74,6 +75,11 @@ class ShmCollectives {
   /// Rank r's `bytes` bytes from `in` into out[r * bytes, (r + 1) * bytes) on every rank; `in`
   /// may be this rank's part of `out`.
   void all_gather(const void* in, void* out, std::size_t bytes);
+  /// As all_gather with rank r contributing bytes[r] bytes, placed one after the other in `out`;
+  /// `in` may be this rank's place in `out`.
+  void all_gatherv(const void* in, void* out, const std::vector<std::size_t>& bytes);
+  /// As all_gather, but only `root` receives (into `out`; `in` may overlap it there).
+  void gather(const void* in, void* out, std::size_t bytes, int root);
   /// Returns once every rank has called it.
   void barrier();
 
