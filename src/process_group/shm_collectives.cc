@@ -8,9 +8,11 @@
 #include <cstring>
 #include <random>
 #include <sstream>
+#include <vector>
 
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
+#include "groupcoord/half.h"
 #include "groupcoord/logging.h"
 #include "process_group/group_health.h"
 #include "process_group/reduce_functions.h"
@@ -37,6 +39,37 @@ std::string segment_name() {
   std::ostringstream name;
   name << "/gccpu-" << ::getpid() << "-" << std::hex << device() << device();
   return name.str();
+}
+
+// out[i] = sum over parts of parts[p][i], accumulated in float and rounded once (fp16, bf16,
+// fp8): the same result on every rank, and closer to the exact sum than rounding per pair.
+template <typename Bits, float (*ToFloat)(Bits), Bits (*FromFloat)(float)>
+void sum_through_float(void* out, const std::vector<const void*>& parts, std::size_t n) {
+  auto* o = static_cast<Bits*>(out);
+  for (std::size_t i = 0; i < n; ++i) {
+    float acc = ToFloat(static_cast<const Bits*>(parts[0])[i]);
+    for (std::size_t p = 1; p < parts.size(); ++p) acc += ToFloat(static_cast<const Bits*>(parts[p])[i]);
+    o[i] = FromFloat(acc);
+  }
+}
+
+using NarrowSum = void (*)(void* out, const std::vector<const void*>& parts, std::size_t n);
+
+// The float-accumulating sum for a narrow floating type, else nullptr.
+NarrowSum narrow_sum(DType dtype, ReduceOp op) {
+  if (op != ReduceOp::Sum) return nullptr;  // min / max copy bits: nothing to round
+  switch (dtype) {
+    case DType::Float16:
+      return &sum_through_float<std::uint16_t, &half_to_float, &float_to_half>;
+    case DType::BFloat16:
+      return &sum_through_float<std::uint16_t, &bfloat16_to_float, &float_to_bfloat16>;
+    case DType::Float8E4M3:
+      return &sum_through_float<std::uint8_t, &float8_e4m3fn_to_float, &float_to_float8_e4m3fn>;
+    case DType::Float8E5M2:
+      return &sum_through_float<std::uint8_t, &float8_e5m2_to_float, &float_to_float8_e5m2>;
+    default:
+      return nullptr;
+  }
 }
 
 // False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
@@ -209,7 +242,9 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
                                 ReduceOp op) {
   const std::size_t element = dtype_size(dtype);
   const std::size_t per_step = kChunkBytes / element;
-  const ReduceFunction fn = reduce_function(dtype, op);
+  const NarrowSum narrow = narrow_sum(dtype, op);
+  const ReduceFunction fn = narrow ? ReduceFunction() : reduce_function(dtype, op);
+  std::vector<const void*> parts(size_);
   const auto* input = static_cast<const std::uint8_t*>(in);
   auto* output = static_cast<std::uint8_t*>(out);
   for (std::size_t first = 0; first < count; first += per_step) {
@@ -220,6 +255,11 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
     finish_step("all_reduce");
     // In rank order on every rank: identical results everywhere.
     std::uint8_t* result = output + offset;
+    if (narrow) {
+      for (int r = 0; r < size_; ++r) parts[r] = slot(bank, r);
+      narrow(result, parts, n);
+      continue;
+    }
     std::memcpy(result, slot(bank, 0), n * element);
     for (int r = 1; r < size_; ++r) fn(result, result, slot(bank, r), n);
   }

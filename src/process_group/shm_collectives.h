@@ -10,8 +10,9 @@
 // that starts step k has seen every counter reach k - 1, and a rank publishes k - 1 only after
 // it finished reading step k - 2, the last user of bank k % 2.
 //
-// Every rank reduces in rank order (slot 0, then 1, ...), with the group's pairwise reduction
-// kernels (reduce_functions.h), so every rank of the group gets bit-identical results.
+// Every rank reduces in rank order (slot 0, then 1, ...), so every rank of the group gets
+// bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
+// uses the group's pairwise kernels (reduce_functions.h).
 //
 // Set-up is collective, over the group's Gloo context, when the group is created:
 // rank 0 creates the segment (owner-only, a unique name), broadcasts the name, the others map it,

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "groupcoord/errors.h"
+#include "groupcoord/half.h"
 #include "groupcoord/process_group.h"
 #include "multi_process_test.h"
 
@@ -102,6 +103,22 @@ TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
     }
   }
   EXPECT_EQ(group->uses_shared_memory(), n > 1);
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, NarrowFloatSumsAccumulateInFloatAndRoundOnce) {
+  // Rank 0 adds a large value, every other rank 1: rounding after each pair would lose every 1
+  // (at 256, bf16's spacing is 2; at 2048, fp16's is 2); one rounding of the float sum keeps them.
+  if (world_size() < 3) GTEST_SKIP() << "needs three ranks for a pair-wise rounding to differ";
+  const int n = world_size();
+  auto group = whole_group(*world(), "shm-narrow");
+  ASSERT_TRUE(group->uses_shared_memory());
+  std::vector<std::uint16_t> bf(5, float_to_bfloat16(rank() == 0 ? 256.0f : 1.0f));
+  group->all_reduce(bf.data(), bf.size(), DType::BFloat16);
+  EXPECT_EQ(bf.front(), float_to_bfloat16(256.0f + (n - 1))) << bfloat16_to_float(bf.front());
+  std::vector<std::uint16_t> half(5, float_to_half(rank() == 0 ? 2048.0f : 1.0f));
+  group->all_reduce(half.data(), half.size(), DType::Float16);
+  EXPECT_EQ(half.back(), float_to_half(2048.0f + (n - 1))) << half_to_float(half.back());
   group->destroy();
 }
 
