@@ -189,17 +189,7 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
 }
 
 void ShmCollectives::all_gather(const void* in, void* out, std::size_t bytes) {
-  const auto* mine = static_cast<const std::uint8_t*>(in);
-  auto* gathered = static_cast<std::uint8_t*>(out);
-  for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
-    const std::size_t n = std::min(kChunkBytes, bytes - offset);
-    const int bank = begin_step();
-    std::memcpy(slot(bank, rank_), mine + offset, n);
-    finish_step("all_gather");
-    for (int r = 0; r < size_; ++r) {
-      std::memcpy(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
-    }
-  }
+  gather_to("all_gather", in, out, bytes, kEveryRank);
 }
 
 void ShmCollectives::all_gatherv(const void* in, void* out,
@@ -224,14 +214,19 @@ void ShmCollectives::all_gatherv(const void* in, void* out,
 }
 
 void ShmCollectives::gather(const void* in, void* out, std::size_t bytes, int root) {
+  gather_to("gather", in, out, bytes, root);
+}
+
+void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::size_t bytes,
+                               int root) {
   const auto* mine = static_cast<const std::uint8_t*>(in);
   auto* gathered = static_cast<std::uint8_t*>(out);
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
     const int bank = begin_step();
     std::memcpy(slot(bank, rank_), mine + offset, n);
-    finish_step("gather");
-    if (rank_ != root) continue;
+    finish_step(op);
+    if (root != kEveryRank && rank_ != root) continue;
     for (int r = 0; r < size_; ++r) {
       std::memcpy(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
     }

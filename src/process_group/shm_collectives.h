@@ -90,6 +90,10 @@ class ShmCollectives {
 
   /// Bytes of the whole segment for `size` ranks.
   static std::size_t segment_bytes(int size);
+  /// gather_to's root meaning "every rank receives" (all_gather).
+  static constexpr int kEveryRank = -1;
+  /// all_gather (root kEveryRank) or gather to `root`; `op` names it in errors.
+  void gather_to(const char* op, const void* in, void* out, std::size_t bytes, int root);
   /// Rank r's slot of `bank`.
   std::uint8_t* slot(int bank, int r) const;
   /// Starts the next step: returns its bank (this rank then writes its slot).
