@@ -240,23 +240,45 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
   const NarrowSum narrow = narrow_sum(dtype, op);
   const ReduceFunction fn = narrow ? ReduceFunction() : reduce_function(dtype, op);
   std::vector<const void*> parts(size_);
+  // dst[0, n) = reduction over ranks of slot(bank, r)[from, from + n) elements, in rank order on
+  // every rank (identical results everywhere).
+  auto reduce = [&](void* dst, int bank, std::size_t from, std::size_t n) {
+    const std::size_t skip = from * element;
+    if (narrow) {
+      for (int r = 0; r < size_; ++r) parts[r] = slot(bank, r) + skip;
+      return narrow(dst, parts, n);
+    }
+    std::memcpy(dst, slot(bank, 0) + skip, n * element);
+    for (int r = 1; r < size_; ++r) fn(dst, dst, slot(bank, r) + skip, n);
+  };
   const auto* input = static_cast<const std::uint8_t*>(in);
   auto* output = static_cast<std::uint8_t*>(out);
   for (std::size_t first = 0; first < count; first += per_step) {
     const std::size_t n = std::min(per_step, count - first);
-    const std::size_t offset = first * element;
+    std::uint8_t* result = output + first * element;
     const int bank = begin_step();
-    std::memcpy(slot(bank, rank_), input + offset, n * element);
+    std::memcpy(slot(bank, rank_), input + first * element, n * element);
     finish_step("all_reduce");
-    // In rank order on every rank: identical results everywhere.
-    std::uint8_t* result = output + offset;
-    if (narrow) {
-      for (int r = 0; r < size_; ++r) parts[r] = slot(bank, r);
-      narrow(result, parts, n);
+    if (n * element < kSplitReductionBytes) {
+      reduce(result, bank, 0, n);  // one-shot: every rank reduces the whole chunk
       continue;
     }
-    std::memcpy(result, slot(bank, 0), n * element);
-    for (int r = 1; r < size_; ++r) fn(result, result, slot(bank, r), n);
+    // Large chunk: rank r reduces only part r into its slot of the other bank, then everyone
+    // copies every part: each rank reads the chunk once from every rank instead of reducing
+    // all of it, at the cost of one more step.
+    const std::size_t per_part = (n + size_ - 1) / size_;
+    auto part = [&](int r) {
+      const std::size_t from = std::min(n, r * per_part);
+      return std::make_pair(from, std::min(n, from + per_part) - from);
+    };
+    const int other = begin_step();
+    const auto [from, length] = part(rank_);
+    if (length > 0) reduce(slot(other, rank_), bank, from, length);
+    finish_step("all_reduce");
+    for (int r = 0; r < size_; ++r) {
+      const auto [r_from, r_length] = part(r);
+      if (r_length > 0) std::memcpy(result + r_from * element, slot(other, r), r_length * element);
+    }
   }
 }
 

@@ -10,8 +10,10 @@
 // that starts step k has seen every counter reach k - 1, and a rank publishes k - 1 only after
 // it finished reading step k - 2, the last user of bank k % 2.
 //
-// Every rank reduces in rank order (slot 0, then 1, ...), so every rank of the group gets
-// bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
+// all_reduce of a small chunk takes one step (every rank reduces all of it); from
+// kSplitReductionBytes on it takes two: rank r reduces part r of the chunk into its slot of the
+// next step's bank, and every rank copies the parts out. Every reduction runs in rank order
+// (slot 0, then 1, ...), so every rank of the group gets bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
 // uses the group's pairwise kernels (reduce_functions.h).
 //
 // Set-up is collective, over the group's Gloo context, when the group is created:
@@ -50,6 +52,9 @@ class ShmCollectives {
  public:
   /// Bytes of one rank's slot: the most a rank moves per step.
   static constexpr std::size_t kChunkBytes = std::size_t{256} << 10;
+  /// all_reduce chunks from this size on are reduced in parts, one per rank, over two steps
+  /// (each rank reduces 1/size of the chunk); smaller ones in one step, each rank reducing all.
+  static constexpr std::size_t kSplitReductionBytes = std::size_t{32} << 10;
 
   /// Runs a collective of the group's Gloo path (used for the set-up's name exchange and
   /// agreement): `broadcast(data, bytes, root)` and `all_reduce_min(value)`.
