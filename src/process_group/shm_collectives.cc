@@ -16,8 +16,8 @@
 #include "groupcoord/logging.h"
 #include "process_group/group_health.h"
 #include "process_group/reduce_functions.h"
-#include "shm/shared_memory.h"
-#include "shm/spin_wait.h"
+#include "core/shared_memory.h"
+#include "core/spin_wait.h"
 
 namespace groupcoord {
 

@@ -22,7 +22,7 @@
 // unlinks the name; so nothing is left in /dev/shm once set-up returns, even after a crash. Ranks
 // on other nodes cannot map it, and then the group keeps using Gloo.
 //
-// Waits spin, then yield, then sleep (shm/spin_wait.h), so oversubscribed runs progress, and
+// Waits spin, then yield, then sleep (core/spin_wait.h), so oversubscribed runs progress, and
 // end at the group's timeout: a peer that never arrives (dead, or not calling the collective)
 // makes the others throw TimeoutError naming the group, the op and the missing ranks, and the
 // group is marked broken.

@@ -12,7 +12,7 @@
 #include "shm/chunk_frame.h"
 #include "shm/message_queue_impl.h"
 #include "shm/process_liveness.h"
-#include "shm/spin_wait.h"
+#include "core/spin_wait.h"
 
 namespace groupcoord {
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "shm/shared_memory.h"
+#include "core/shared_memory.h"
 
 namespace groupcoord {
 namespace shm {

@@ -18,7 +18,7 @@
 
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
-#include "shm/spin_wait.h"
+#include "core/spin_wait.h"
 
 namespace groupcoord {
 namespace shm {

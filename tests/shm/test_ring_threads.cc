@@ -21,8 +21,8 @@
 #include "shm/ring_buffer.h"
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
-#include "shm/shared_memory.h"
-#include "shm/spin_wait.h"
+#include "core/shared_memory.h"
+#include "core/spin_wait.h"
 
 namespace groupcoord {
 namespace testing {

@@ -1,4 +1,4 @@
-#include "shm/shared_memory.h"
+#include "core/shared_memory.h"
 
 #include <fcntl.h>
 #include <sys/mman.h>

@@ -1,4 +1,4 @@
-#include "shm/spin_wait.h"
+#include "core/spin_wait.h"
 
 #include <sched.h>
 
