@@ -1,13 +1,15 @@
 // vLLM's tensor-dict protocol. A dict travels as its metadata list (tensor_metadata.h), sent as
 // one object over the CPU group, followed by each non-empty tensor: host tensors over the CPU
 // group, device tensors through the device communicator. Empty tensors are rebuilt from the
-// metadata alone. Receivers see the keys in the sender's order.
+// metadata alone. Receivers see the keys in the sender's order. broadcast_tensor_dict sends the
+// host tensors of up to 64 KiB together, in one buffer, before the others.
 //
 // all_gather_group (send/recv only): a tensor whose element count divides by that group's size
 // (or that all_gather_tensors forces) travels as the all_gather_group rank's slice
 // reshape(ag_size, -1)[ag_rank]; the receivers all_gather the slices over all_gather_group
 // (dim 0) and reshape to the original shape. Sending and receiving ranks must agree on
 // all_gather_group's size and ranks, as in vLLM.
+#include <cstring>
 #include <utility>
 
 #include "coordinator/coordinator_checks.h"
@@ -94,6 +96,50 @@ std::shared_ptr<Work> GroupCoordinator::Impl::irecv_dict_tensor(const Tensor& te
 
 // ---- broadcast -------------------------------------------------------------------------------
 
+namespace {
+
+// Host tensors up to this size travel together in one broadcast (a decode step's metadata is a
+// dozen small arrays: one collective instead of one each); larger ones go on their own, without
+// the extra copies.
+constexpr std::size_t kPackedHostBytes = std::size_t{64} << 10;
+
+bool packs(const Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.numel() > 0 && tensor.nbytes() <= kPackedHostBytes;
+}
+
+// Broadcasts the packed host tensors of `tensors` (every rank passes its tensors in dict order,
+// the source its values, the others tensors of the same shapes to fill) in one buffer.
+void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, int src) {
+  std::size_t total = 0;
+  for (const Tensor& t : tensors) {
+    if (packs(t)) total += t.nbytes();
+  }
+  if (total == 0) return;
+  Tensor packed = Tensor::empty({static_cast<std::int64_t>(total)}, DType::UInt8, Device::cpu());
+  auto* bytes = static_cast<std::uint8_t*>(packed.data_ptr());
+  const bool source = group.rank() == src;
+  auto each = [&](auto&& move) {
+    std::size_t offset = 0;
+    for (const Tensor& t : tensors) {
+      if (!packs(t)) continue;
+      move(t, bytes + offset);
+      offset += t.nbytes();
+    }
+  };
+  if (source) {
+    each([](const Tensor& t, std::uint8_t* at) {
+      const Tensor compact = t.contiguous();
+      std::memcpy(at, compact.data_ptr(), compact.nbytes());
+    });
+  }
+  group.broadcast(bytes, total, DType::UInt8, src);
+  if (!source) {
+    each([](const Tensor& t, std::uint8_t* at) { std::memcpy(t.data_ptr(), at, t.nbytes()); });
+  }
+}
+
+}  // namespace
+
 std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
     const std::optional<TensorDict>& tensor_dict, int src) {
   Impl& s = *impl_;
@@ -109,8 +155,11 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
       s.check_route("broadcast_tensor_dict", key, tensor.device());
     }
     broadcast_object(encode_metadata(split.metadata), src);
-    for (const auto& item : split.tensors) {
-      if (item.second.numel() > 0) s.broadcast_dict_tensor(item.second, src);
+    std::vector<Tensor> tensors;
+    for (const auto& item : split.tensors) tensors.push_back(item.second);
+    broadcast_packed(*s.cpu_group, tensors, src);
+    for (const Tensor& tensor : tensors) {
+      if (tensor.numel() > 0 && !packs(tensor)) s.broadcast_dict_tensor(tensor, src);
     }
     return tensor_dict;
   }
@@ -118,17 +167,20 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
   const auto metadata = decode_metadata(broadcast_object(std::nullopt, src), comm::to_string(label));
   TensorDict result;
   result.reserve(metadata.size());
+  std::vector<Tensor> tensors;  // in dict order, as the source sends them
   for (const MetadataEntry& entry : metadata) {
     if (entry.kind == MetadataEntry::Kind::Bytes) {
       result.emplace_back(entry.key, entry.value);
       continue;
     }
     Tensor tensor = Tensor::empty(entry.shape, entry.dtype, s.device_for(entry.device_type));
-    if (tensor.numel() > 0) {
-      s.check_route("broadcast_tensor_dict", entry.key, tensor.device());
-      s.broadcast_dict_tensor(tensor, src);
-    }
+    if (tensor.numel() > 0) s.check_route("broadcast_tensor_dict", entry.key, tensor.device());
+    tensors.push_back(tensor);
     result.emplace_back(entry.key, tensor);
+  }
+  broadcast_packed(*s.cpu_group, tensors, src);
+  for (const Tensor& tensor : tensors) {
+    if (tensor.numel() > 0 && !packs(tensor)) s.broadcast_dict_tensor(tensor, src);
   }
   return result;
 }
