@@ -153,10 +153,10 @@ class ProcessGroup {
   explicit ProcessGroup(std::shared_ptr<State> state);
 
  private:
-  /// The same-node shared-memory collectives, set up (collectively) the first time, by
-  /// create_world / new_group (`op`); null when the group spans nodes or GROUPCOORD_CPU_SHM=0
-  /// (then Gloo carries everything). A failed set-up throws as `op` would.
-  ShmCollectives* shared_memory(const char* op);
+  /// Collective, run once by create_world / new_group (`op`): sets up the same-node
+  /// shared-memory collectives, or leaves them off when the group spans nodes or
+  /// GROUPCOORD_CPU_SHM=0 (then Gloo carries everything). A failed set-up throws as `op` would.
+  void set_up_shared_memory(const char* op);
 
   std::shared_ptr<State> state_;
 };

@@ -83,30 +83,25 @@ bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len
 
 bool ProcessGroup::uses_shared_memory() const { return state_->shm != nullptr; }
 
-ShmCollectives* ProcessGroup::shared_memory(const char* op) {
+void ProcessGroup::set_up_shared_memory(const char* op) {
   State& s = *state_;
-  if (!s.shm_checked) {
-    // Set before the set-up, whose own broadcast and all_reduce must go through Gloo.
-    s.shm_checked = true;
-    ShmCollectives::SetupChannel channel;
-    channel.broadcast = [this](void* data, std::size_t bytes, int root) {
-      broadcast(data, bytes, DType::UInt8, root);
-    };
-    channel.all_reduce_min = [this](std::int32_t value) {
-      all_reduce(&value, 1, DType::Int32, ReduceOp::Min);
-      return value;
-    };
-    // Run by create_world / new_group (collective anyway), so that no later collective's
-    // errors are the set-up's; its failures (a rank that never comes) are `op`'s.
-    try {
-      s.shm = ShmCollectives::create(s.rank, s.size, s.name, s.health, s.timeout, channel);
-    } catch (const TimeoutError& e) {
-      GC_THROW(TimeoutError, op, " (setting up its transport): ", e.what());
-    } catch (const DistributedError& e) {
-      GC_THROW(DistributedError, op, " (setting up its transport): ", e.what());
-    }
+  ShmCollectives::SetupChannel channel;  // Gloo: s.shm is still null while this runs
+  channel.broadcast = [this](void* data, std::size_t bytes, int root) {
+    broadcast(data, bytes, DType::UInt8, root);
+  };
+  channel.all_reduce_min = [this](std::int32_t value) {
+    all_reduce(&value, 1, DType::Int32, ReduceOp::Min);
+    return value;
+  };
+  // Run by create_world / new_group (collective anyway), so that no later collective's errors
+  // are the set-up's; its failures (a rank that never comes) are `op`'s.
+  try {
+    s.shm = ShmCollectives::create(s.rank, s.size, s.name, s.health, s.timeout, channel);
+  } catch (const TimeoutError& e) {
+    GC_THROW(TimeoutError, op, " (setting up its transport): ", e.what());
+  } catch (const DistributedError& e) {
+    GC_THROW(DistributedError, op, " (setting up its transport): ", e.what());
   }
-  return s.shm.get();
 }
 
 void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int root) {
@@ -118,7 +113,7 @@ void ProcessGroup::broadcast(void* data, std::size_t count, DType dtype, int roo
   auto context = s.acquire("broadcast");
   if (count == 0 || s.size == 1) return;
   const std::size_t nbytes = count * dtype_size(dtype);
-  if (ShmCollectives* shm = shared_memory("broadcast")) return shm->broadcast(data, nbytes, root);
+  if (s.shm) return s.shm->broadcast(data, nbytes, root);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("broadcast", count, dtype, "root=" + std::to_string(root)),
               s.timeout, [&] {
@@ -148,7 +143,7 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
   // Gloo reduces in place; copying first also covers size 1. memmove: `in` may overlap `out`.
   if (in != out) std::memmove(out, in, nbytes);
   if (s.size == 1) return;
-  if (ShmCollectives* shm = shared_memory("all_reduce")) return shm->all_reduce(out, out, count, dtype, op);
+  if (s.shm) return s.shm->all_reduce(out, out, count, dtype, op);
   ReduceFunction fn = reduce_function(dtype, op);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_reduce", count, dtype, reduce_op_name(op)), s.timeout,
@@ -167,9 +162,7 @@ void ProcessGroup::all_gather(const void* in, void* out, std::size_t count_per_r
   const bool in_place = in == own_slot;
   GC_CHECK(in_place || !overlaps(in, chunk, out, chunk * s.size), label,
            ": all_gather: input overlaps the output other than at this rank's slot");
-  if (s.size > 1) {
-    if (ShmCollectives* shm = shared_memory("all_gather")) return shm->all_gather(in, out, chunk);
-  }
+  if (s.shm) return s.shm->all_gather(in, out, chunk);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_gather", count_per_rank, dtype), s.timeout, [&] {
     gloo::AllgatherOptions options(context);
@@ -205,9 +198,7 @@ void ProcessGroup::all_gatherv(const void* in, void* out, const std::vector<std:
   const bool in_place = in == bytes_of(out) + my_offset || mine == 0;
   GC_CHECK(in_place || !overlaps(in, mine * element, out, total * element), label,
            ": all_gatherv: input overlaps the output other than at this rank's slot");
-  if (s.size > 1) {
-    if (ShmCollectives* shm = shared_memory("all_gatherv")) return shm->all_gatherv(in, out, byte_counts);
-  }
+  if (s.shm) return s.shm->all_gatherv(in, out, byte_counts);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_gatherv", total, dtype), s.timeout, [&] {
     gloo::AllgathervOptions options(context);
@@ -231,11 +222,9 @@ void ProcessGroup::gather(const void* in, void* out, std::size_t count, DType dt
   if (count == 0) return;
   const std::size_t chunk = count * dtype_size(dtype);
   const bool is_root = s.rank == root;
-  if (s.size > 1) {
-    // Each rank's input is copied into shared memory before the root writes `out`: an input
-    // overlapping the root's output is safe here.
-    if (ShmCollectives* shm = shared_memory("gather")) return shm->gather(in, out, chunk, root);
-  }
+  // Each rank's input is copied into shared memory before the root writes `out`: an input
+  // overlapping the root's output is safe here.
+  if (s.shm) return s.shm->gather(in, out, chunk, root);
   // Gloo copies the root's input into its slot with memcpy; an overlapping input (e.g. already
   // in place) goes through a private copy instead.
   std::vector<std::uint8_t> staged;
@@ -261,7 +250,7 @@ void ProcessGroup::barrier() {
   State& s = *state_;
   auto context = s.acquire("barrier");
   if (s.size == 1) return;
-  if (ShmCollectives* shm = shared_memory("barrier")) return shm->barrier();
+  if (s.shm) return s.shm->barrier();
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, "barrier", s.timeout, [&] {
     gloo::BarrierOptions options(context);

@@ -37,11 +37,10 @@ struct ProcessGroup::State {
   std::shared_ptr<GroupHealth> health;
 
   /// Same-node shared-memory collectives (shm_collectives.h), set up when the group is created;
-  /// null when the ranks span nodes or the transport is off. Only the collectives' thread
-  /// touches these afterwards; the mapping lives as long as the state (a collective
-  /// still waiting when destroy() runs on another thread sees the group destroyed and throws).
+  /// null when the ranks span nodes or the transport is off (then Gloo carries the
+  /// collectives). The mapping lives as long as the state: a collective still waiting when
+  /// destroy() runs on another thread sees the group destroyed and throws.
   std::unique_ptr<ShmCollectives> shm;
-  bool shm_checked = false;
 
   /// Tag of the next collective. Only the collectives' thread touches it; it advances
   /// identically on every rank because they call the same collectives in the same order.

@@ -94,7 +94,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::create_world(std::shared_ptr<Store> 
       connect_group(std::move(transport), store, "groupcoord/pg/world" + std::to_string(generation),
                     rank, std::move(world_ranks), options);
   auto group = std::make_shared<ProcessGroup>(std::move(state));
-  group->shared_memory("create_world");
+  group->set_up_shared_memory("create_world");
   return group;
 }
 
@@ -132,7 +132,7 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
       std::move(transport), parent.world_store, parent.prefix + "/" + std::to_string(child),
       static_cast<int>(me - ranks.begin()), std::move(world_ranks), child_options);
   auto group = std::make_shared<ProcessGroup>(std::move(state));
-  group->shared_memory("new_group");
+  group->set_up_shared_memory("new_group");
   return group;
 }
 
