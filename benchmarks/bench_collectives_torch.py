@@ -6,7 +6,7 @@ torch.distributed over NCCL (the baseline vLLM's coordinator stands on).
         benchmarks/bench_collectives_torch.py [--max-bytes N] [--iterations N] [--csv FILE]
 
 One GPU per rank where there are enough (rank r on GPU r % count); ranks sharing a GPU need
-NCCL_HOSTID per rank (DESIGN.md §4), and then NCCL never picks its symmetric kernels. Sizes go
+NCCL_HOSTID per rank (docs/testing.md), and then NCCL never picks its symmetric kernels. Sizes go
 from --min-bytes to --max-bytes in steps of 4x; "bytes" is the all_reduce tensor, the all_gather
 output and the reduce_scatter input (nccl-tests' convention). Every path runs the same calls on
 the same tensors, timed with CUDA events on torch's current stream after a warm-up.

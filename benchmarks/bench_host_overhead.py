@@ -8,7 +8,7 @@ Python"). The Python companion of bench_host_overhead.cc (same ops and sizes).
         [--json PATH] [--rounds 9] [--calls 200]
 
 (one rank: mpirun -np 1 ..., or plain python3). Ranks sharing one GPU need NCCL_HOSTID per rank
-and NCCL_SOCKET_IFNAME=lo (DESIGN.md §4); one GPU per rank needs neither.
+and NCCL_SOCKET_IFNAME=lo (docs/testing.md); one GPU per rank needs neither.
 
 Each figure is host time from call to return: `--calls` back-to-back calls (the GPU runs behind),
 microseconds per call, the median of `--rounds` rounds after a warm-up round; between rounds the

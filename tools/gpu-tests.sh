@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Builds the CUDA layer and runs its GPU tests on a GPU host (DESIGN.md §4). Exit status is
+# Builds the CUDA layer and runs its GPU tests on a GPU host (docs/testing.md). Exit status is
 # non-zero when any step fails; logs go to $OUT when set (else build-gpu/logs), one file per step
 # plus summary.txt.
 #

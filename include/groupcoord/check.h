@@ -1,4 +1,4 @@
-// Check macros that throw with file:line (DESIGN.md §3). Engine-side extensions may use them too.
+// Check macros that throw with file:line (docs/architecture.md). Engine-side extensions may use them too.
 //
 //   GC_CHECK(cond, "op ", name, ": bad dim ", dim);  -> std::invalid_argument (the caller's fault)
 //   GC_ASSERT(cond, ...);                            -> std::logic_error (an invariant of ours broke)

@@ -129,7 +129,7 @@ class DeviceCommunicator {
   /// the last dispatch). Without use_all2all, `hidden_states` comes back unchanged.
   virtual Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) = 0;
 
-  // ---- NCCL symmetric memory (DESIGN.md §5); communicators without it keep the defaults ----
+  // ---- NCCL symmetric memory (docs/cuda.md); communicators without it keep the defaults ----
   /// State and counters. Default: disabled, naming the backend.
   virtual SymmetricMemoryStats symmetric_memory_stats() const;
   /// Collective (same shape and dtype on every rank, same order): an uninitialised tensor inside

@@ -1,4 +1,4 @@
-// Element types. The set and the names follow DESIGN.md §2; DLPack codes follow DLPack 1.x
+// Element types. The set and the names follow docs/architecture.md; DLPack codes follow DLPack 1.x
 // (Bool and the fp8 codes are newer than the DLPack 0.6 header Debian ships, so they are spelled
 // out here).
 #pragma once

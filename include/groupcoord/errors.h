@@ -1,4 +1,4 @@
-// Error types thrown by groupcoord. See DESIGN.md §2 "Errors".
+// Error types thrown by groupcoord. See docs/architecture.md "Errors".
 //
 //   std::invalid_argument  bad arguments (Python: ValueError)
 //   TimeoutError           a deadline expired (Python: TimeoutError)

@@ -2,7 +2,7 @@
 // process group owns a Gloo CPU group and a device group (and, with use_device_communicator, a
 // DeviceCommunicator) and runs every collective and point-to-point protocol of vLLM's coordinator.
 //
-// Conventions (DESIGN.md §2): method names, parameter order and defaults follow vLLM; Python's
+// Conventions (docs/architecture.md): method names, parameter order and defaults follow vLLM; Python's
 // None is std::optional; every rank argument (src, dst) is a rank *in the group*; objects travel
 // as Bytes (Python pickles them); tensor dictionaries are TensorDict.
 //
@@ -196,7 +196,7 @@ class GroupCoordinator {
   std::shared_ptr<GraphCaptureContext> graph_capture(
       std::optional<std::uintptr_t> stream_handle = std::nullopt);
 
-  // ---- NCCL symmetric memory (DESIGN.md §5) -----------------------------------------------------
+  // ---- NCCL symmetric memory (docs/cuda.md) -----------------------------------------------------
   /// Collective (same shape and dtype on every rank, in the same order): an uninitialised tensor
   /// inside the device communicator's symmetric window; collectives on it skip the input copy.
   /// At world size 1 (collectives are bypassed, there is no communicator) a plain tensor on

@@ -1,5 +1,5 @@
 // Detects which launcher started this process and what it says about rank and world size.
-// Order (DESIGN.md §2): torchrun (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), Open MPI
+// Order (docs/architecture.md): torchrun (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), Open MPI
 // (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK/PMI_SIZE), Slurm (SLURM_PROCID/SLURM_NTASKS/...).
 #pragma once
 

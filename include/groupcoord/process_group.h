@@ -1,6 +1,6 @@
 // ProcessGroup: one Gloo context over a subset of the world's ranks, carrying host-memory
 // collectives and tagged point-to-point byte transfers. It is the CPU group under every
-// GroupCoordinator (DESIGN.md §1) and the device group when the backend is Gloo.
+// GroupCoordinator (docs/architecture.md) and the device group when the backend is Gloo.
 //
 // Collective rule (every collective below, and new_group): every rank of the group must call it,
 // in the same order, with matching arguments (counts, dtype, root). A rank that does not show up

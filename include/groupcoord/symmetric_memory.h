@@ -1,4 +1,4 @@
-// What a device communicator reports about NCCL symmetric memory (DESIGN.md §5): whether the
+// What a device communicator reports about NCCL symmetric memory (docs/cuda.md): whether the
 // symmetric path is on, why not when it is off, and counters an engine or a test can read to see
 // that windows are registered once and which calls took the path. Plain data, no CUDA types, so
 // that the coordinator layer and the Python binding can use it in every build.

@@ -1,4 +1,4 @@
-// Tensor: a shared-ownership view of an n-d array (DESIGN.md §2). It is what collectives read
+// Tensor: a shared-ownership view of an n-d array (docs/architecture.md). It is what collectives read
 // and write, and what crosses the C++/Python boundary through DLPack.
 //
 // A Tensor is a small value (shape, strides, offset, dtype, device) plus a reference-counted

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The Python binding on a GPU host (DESIGN.md §4: Ubuntu, CUDA 13, torch, pybind11 and numpy 2
+# The Python binding on a GPU host (docs/testing.md: Ubuntu, CUDA 13, torch, pybind11 and numpy 2
 # from pip, Gloo from Debian packages in .deps/). Logs go to $OUT (else build-gpu-py/logs).
 # Always configures and builds build-gpu-py-sys/ (CUDA and Python on; incremental on a warm
 # machine), then runs the steps named in GC_STEPS (default: all of them, in this order):
@@ -103,7 +103,7 @@ fi
 MPI=(mpirun --allow-run-as-root --oversubscribe --bind-to none -x LD_LIBRARY_PATH -x PYTHONPATH
      -x NCCL_NVLS_ENABLE -x NCCL_SOCKET_IFNAME=lo -x GROUPCOORD_NCCL_LIBRARY)
 export PYTHONPATH="$BUILD/python" NCCL_SOCKET_IFNAME=lo
-# Each rank its own NCCL host id: ranks sharing one GPU then talk over sockets (DESIGN.md §4).
+# Each rank its own NCCL host id: ranks sharing one GPU then talk over sockets (docs/testing.md).
 PER_RANK_HOST=(bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$@"' per-rank-host)
 PYTEST=("$PY" "$ROOT/python/tests/run_rank.py" -x -q --tb=short -p no:cacheprovider
         "$ROOT/python/tests")

@@ -61,7 +61,7 @@ coordinator is destroyed with this object (or by destroy()).)doc";
           "use_device_communicator"_a, "use_message_queue_broadcaster"_a = false,
           "group_name"_a = py::none(), "use_all2all"_a = false, py::kw_only(),
           "timeout"_a = py::none(), doc);
-  // DESIGN.md names the third argument `backend`: accepted as a keyword too.
+  // The public API names the third argument `backend`: accepted as a keyword too.
   cls.def(py::init(&construct), "group_ranks"_a, "local_rank"_a, "backend"_a,
           "use_device_communicator"_a, "use_message_queue_broadcaster"_a = false,
           "group_name"_a = py::none(), "use_all2all"_a = false, py::kw_only(),

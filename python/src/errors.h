@@ -1,4 +1,4 @@
-// groupcoord's C++ exceptions as Python exceptions (DESIGN.md §2 "Errors"):
+// groupcoord's C++ exceptions as Python exceptions (docs/architecture.md "Errors"):
 //   std::invalid_argument         -> ValueError
 //   groupcoord::TimeoutError      -> groupcoord.DistributedTimeoutError (a TimeoutError and a
 //                                    groupcoord.DistributedError, as in C++ where TimeoutError

@@ -1,4 +1,4 @@
-// The string-keyed registry of device communicator factories (DESIGN.md §3: explicit
+// The string-keyed registry of device communicator factories (docs/architecture.md: explicit
 // registration, no static self-registering objects). register_builtin_device_communicators()
 // lives in the coordinator layer, which knows every built-in ("cpu", and "cuda" with CUDA).
 #include <map>

@@ -1,6 +1,6 @@
 // register_builtin_device_communicators (declared in device_communicator.h): the coordinator
 // layer is the lowest one that sees every built-in implementation, so the explicit registration
-// lives here (DESIGN.md §3: no static self-registering objects).
+// lives here (docs/architecture.md: no static self-registering objects).
 #include <mutex>
 
 #include "communicator/cpu_communicator.h"

@@ -1,4 +1,4 @@
-// Check macros for CUDA runtime and NCCL calls (DESIGN.md §3). Both throw DistributedError with
+// Check macros for CUDA runtime and NCCL calls (docs/architecture.md). Both throw DistributedError with
 // file:line, the failed call, the error's name and text, and the caller's message parts:
 //
 //   GC_CUDA_CHECK(cudaMallocAsync(&p, n, s), name_, " all_gather: allocating ", n, " bytes");

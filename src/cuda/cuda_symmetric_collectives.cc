@@ -1,4 +1,4 @@
-// CudaCommunicator's symmetric-memory paths (DESIGN.md §5, cuda/symmetric_memory.h). Each one
+// CudaCommunicator's symmetric-memory paths (docs/cuda.md, cuda/symmetric_memory.h). Each one
 // leases the scratch window, copies the input into its region (skipped when the input already
 // lies in a window: a symmetric_empty tensor), runs NCCL from window to window so that NCCL may
 // pick its symmetric kernels, and copies the result into a new tensor, all on the current stream.

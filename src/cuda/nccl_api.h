@@ -1,5 +1,5 @@
 // NCCL, loaded at run time. The library is found through dlopen rather than linked, so that a
-// process can use a newer NCCL than the one groupcoord was built against (DESIGN.md §4: the GPU
+// process can use a newer NCCL than the one groupcoord was built against (docs/testing.md: the GPU
 // host's system NCCL 2.28.3 has broken symmetric kernels; torch ships 2.28.9), and so that
 // groupcoord loads on machines without NCCL at all as long as no CUDA communicator is created.
 //

@@ -1,5 +1,5 @@
 // NcclComm: one NCCL communicator over the ranks of a Gloo ProcessGroup, with a watchdog so that
-// nothing waits forever (DESIGN.md §3), and a hot path that costs what a raw NCCL call costs.
+// nothing waits forever (docs/architecture.md), and a hot path that costs what a raw NCCL call costs.
 //
 // Why blocking: NCCL runs every group of a non-blocking communicator (blocking = 0) on a thread
 // it creates for that call and returns ncclInProgress, so each collective paid a thread creation
@@ -115,7 +115,7 @@ class NcclComm {
   int nccl_version() const { return api_->version; }
   /// The CPU group the communicator was built over (agreements, symmetric_empty).
   ProcessGroup& group() const { return *group_; }
-  /// This communicator's symmetric memory (DESIGN.md §5; off unless enabled and agreed).
+  /// This communicator's symmetric memory (docs/cuda.md; off unless enabled and agreed).
   SymmetricMemory& symmetric() const { return *symmetric_; }
 
   /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`

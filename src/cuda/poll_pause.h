@@ -1,6 +1,6 @@
 // Back-off between two polls of a condition that another agent (NCCL's threads, the GPU) makes
 // true: yield first (low latency for short waits), then sleep, so that long waits and
-// oversubscribed machines do not burn a core (DESIGN.md §4).
+// oversubscribed machines do not burn a core (docs/testing.md).
 #pragma once
 
 #include <chrono>

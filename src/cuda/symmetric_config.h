@@ -1,4 +1,4 @@
-// Whether a communicator uses NCCL symmetric memory, and with which sizes (DESIGN.md §5).
+// Whether a communicator uses NCCL symmetric memory, and with which sizes (docs/cuda.md).
 //
 // Each rank reads its environment (read_symmetric_settings) and its capabilities (the NCCL it
 // loaded, the device's cuMem support); symmetric_refusal() turns both into "" (use it) or the

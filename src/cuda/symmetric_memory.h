@@ -1,4 +1,4 @@
-// SymmetricMemory: the NCCL symmetric-memory state of one NcclComm (DESIGN.md §5; vLLM's
+// SymmetricMemory: the NCCL symmetric-memory state of one NcclComm (docs/cuda.md; vLLM's
 // pynccl_allocator with the per-communicator fix of the upstream change).
 //
 // * Settings are agreed at creation (collective): the path is on only when every rank asked for

@@ -1,6 +1,6 @@
 // Where a routed collective places its buffers inside the communicator's scratch window, and how
 // the scratch grows. Plain arithmetic on values every rank shares (sizes, world size, rank), so
-// that every rank takes the same decision (DESIGN.md §5).
+// that every rank takes the same decision (docs/cuda.md).
 //
 //   all_gather      [ output: world_size x input ]          the input is copied to its own slot
 //                                                           (NCCL's in-place all_gather)
