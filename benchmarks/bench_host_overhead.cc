@@ -8,6 +8,10 @@
 //   split  (1 rank) the same raw calls on a communicator made as groupcoord makes its own (a
 //          non-blocking parent split into a blocking child): NCCL's own cost on such a one
 //   +event (1 rank) split, plus the capture check and event record the watchdog's tracking adds
+//   +write (1 rank) split, plus a cuStreamWriteValue32 to pinned host memory: the cheapest stream
+//          marker a watchdog could poll instead of an event
+//   nccl   (1 rank) NcclComm::enqueue on a communicator of its own: the whole tracking (locks,
+//          capture check, event, in-flight entry) without the DeviceCommunicator's checks
 //   comm   the "cuda" DeviceCommunicator (what GroupCoordinator hands CUDA tensors to; at world
 //          size 1 the coordinator bypasses, so this is the row that runs there)
 //   coord  GroupCoordinator (world size >= 2), symmetric memory off, like comm
@@ -22,7 +26,9 @@
 //       [--timeout-s 60] [--trace]
 //
 // --timeout-s is the groups' deadline (a hang ends in an error naming the op); --trace makes
-// every rank say on stderr which op and size it is about to time.
+// every rank say on stderr which op and size it is about to time. --profile raw|comm|nccl
+// (1 rank) skips the table and runs only that path's all_reduce(out) of 4 KiB bf16 for
+// --profile-seconds (default 5), for a sampling profiler to compare the paths.
 // A short breakdown first prints what single CUDA runtime calls on the path cost here.
 #include <cuda_runtime_api.h>
 
@@ -39,7 +45,9 @@
 #include <string>
 #include <vector>
 
+#include "cuda/device_guard.h"
 #include "cuda/nccl_api.h"
+#include "cuda/nccl_comm.h"
 #include "groupcoord/cuda/stream.h"
 #include "groupcoord/groupcoord.h"
 #include "groupcoord/parallel_state.h"
@@ -59,6 +67,8 @@ struct Options {
   bool symm = false;
   int timeout_s = 60;  ///< the groups' deadline: a hang ends with an error naming the op
   bool trace = false;  ///< each rank says on stderr what it is about to time
+  std::string profile;  ///< raw, comm or nccl: loop that path only (for a profiler)
+  double profile_seconds = 5;
 };
 
 Options parse(int argc, char** argv) {
@@ -78,10 +88,14 @@ Options parse(int argc, char** argv) {
       o.timeout_s = std::atoi(argv[++i]);
     } else if (a == "--trace") {
       o.trace = true;
+    } else if (a == "--profile" && has_value) {
+      o.profile = argv[++i];
+    } else if (a == "--profile-seconds" && has_value) {
+      o.profile_seconds = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm] "
-                   "[--timeout-s S] [--trace]\n");
+                   "[--timeout-s S] [--trace] [--profile raw|comm|nccl] [--profile-seconds S]\n");
       std::exit(2);
     }
   }
@@ -147,6 +161,22 @@ ncclComm_t raw_split_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup
   settle(child, "ncclCommSplit (child)");
   api.CommDestroy(parent);
   return child;
+}
+
+/// cuStreamWriteValue32 through the runtime's driver entry point (no link against libcuda).
+using StreamWriteValue32 = int (*)(cudaStream_t stream, void* address, std::uint32_t value,
+                                   unsigned flags);
+
+StreamWriteValue32 stream_write_value32() {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
+                                      &found) !=
+          cudaSuccess ||
+      found != cudaDriverEntryPointSuccess) {
+    return nullptr;
+  }
+  return reinterpret_cast<StreamWriteValue32>(fn);
 }
 
 /// One timed thing: `calls` calls of `fn` (host time), the stream drained afterwards.
@@ -223,6 +253,46 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
   cudaEventDestroy(event);
 }
 
+/// --profile: all_reduce(out) of 4 KiB bf16 on one path only, back to back for the given time
+/// (the stream drained every 200 calls), so that a sampling profiler sees that path alone.
+void profile_path(const Options& o, gc::DeviceCommunicator& comm, const gc::cuda::NcclApi& api,
+                  ncclComm_t raw, gc::cuda::NcclComm& tracked, gc::Device device,
+                  cudaStream_t stream) {
+  const std::size_t count = 2048;
+  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
+  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
+  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+  auto raw_call = [&](ncclComm_t c) {
+    return api.AllReduce(x.data_ptr(), out.data_ptr(), count, ncclBfloat16, ncclSum, c, stream);
+  };
+  Body body;
+  if (o.profile == "raw") {
+    body = [&] { raw_call(raw); };
+  } else if (o.profile == "comm") {
+    body = [&] { comm.all_reduce(x, out); };
+  } else if (o.profile == "nccl") {
+    body = [&] {
+      gc::cuda::DeviceGuard guard(device);
+      tracked.enqueue("bench", stream,
+                      [&](const gc::cuda::NcclApi&, ncclComm_t c) { return raw_call(c); });
+    };
+  } else {
+    throw std::runtime_error("--profile takes raw, comm or nccl, not " + o.profile);
+  }
+  const auto stop = Clock::now() + std::chrono::duration<double>(o.profile_seconds);
+  long calls = 0;
+  double busy_us = 0;
+  while (Clock::now() < stop) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 200; ++i) body();
+    busy_us += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+    calls += 200;
+    cudaStreamSynchronize(stream);
+  }
+  std::printf("profile %s: %ld calls, %.2f host µs per call\n", o.profile.c_str(), calls,
+              busy_us / calls);
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -250,6 +320,12 @@ int main(int argc, char** argv) {
     ncclComm_t raw_split = n == 1 ? raw_split_communicator(api, *world) : nullptr;
     cudaEvent_t tracking_event = nullptr;
     cudaEventCreateWithFlags(&tracking_event, cudaEventDisableTiming);
+    // One rank only, as raw_split: the cheapest stream marker, and NcclComm's own tracking.
+    const StreamWriteValue32 write_value = n == 1 ? stream_write_value32() : nullptr;
+    std::uint32_t* marker = nullptr;
+    if (write_value) cudaHostAlloc(reinterpret_cast<void**>(&marker), 64, cudaHostAllocMapped);
+    std::shared_ptr<gc::cuda::NcclComm> tracked =
+        n == 1 ? gc::cuda::NcclComm::create(world, device, "bench-nccl") : nullptr;
     gc::register_builtin_device_communicators();
     gc::DeviceCommunicatorContext context;
     context.cpu_group = world;
@@ -272,17 +348,25 @@ int main(int argc, char** argv) {
       context.unique_name = "bench-symm";
       symm = gc::create_device_communicator("cuda", context);
     }
-    const bool print = rank == 0;
+    if (!o.profile.empty()) {
+      if (n != 1) throw std::runtime_error("--profile runs at 1 rank");
+      profile_path(o, *comm, api, raw, *tracked, device, stream);
+    }
+    const bool print = rank == 0 && o.profile.empty();
     if (print) {
       std::printf("bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
                   "calls, host µs per call (median)\n",
                   n, gpus, api.version, o.rounds, o.calls);
       print_breakdown(stream, device, *comm);
-      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size", "raw_us",
-                  "split_us", "+event", "comm_us", "coord_us", "symm_us", "diff_us", "ratio");
+      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size",
+                  "raw_us", "split_us", "+event", "+write", "nccl_us", "comm_us", "coord_us",
+                  "symm_us", "diff_us", "ratio");
     }
     std::vector<Row> rows;
-    for (const Size& size : kSizes) {
+    const std::vector<Size> sizes =
+        o.profile.empty() ? std::vector<Size>(std::begin(kSizes), std::end(kSizes))
+                          : std::vector<Size>();
+    for (const Size& size : sizes) {
       const std::int64_t e = size.elements;
       const std::size_t count = static_cast<std::size_t>(e);
       const ncclDataType_t type = nccl_type(size.dtype);
@@ -367,6 +451,20 @@ int main(int argc, char** argv) {
             cudaStreamIsCapturing(stream, &status);
             cudaEventRecord(tracking_event, stream);
           });
+          if (write_value) {
+            std::uint32_t sequence = 0;
+            bodies.push_back([&, sequence]() mutable {
+              c.raw(raw_split);
+              write_value(stream, marker, ++sequence, 0);
+            });
+          }
+          bodies.push_back([&] {
+            gc::cuda::DeviceGuard guard(device);
+            tracked->enqueue("bench", stream, [&](const gc::cuda::NcclApi&, ncclComm_t comm) {
+              c.raw(comm);
+              return ncclSuccess;
+            });
+          });
         }
         if (coord) bodies.push_back([&] { c.coord(*coord); });
         const bool with_symm = symm && c.symmetric_path && size.dtype == DType::BFloat16;
@@ -381,6 +479,8 @@ int main(int argc, char** argv) {
         const double comm_us = m[k++];
         const double split_us = raw_split ? m[k++] : -1;
         const double tracked_us = raw_split ? m[k++] : -1;
+        const double write_us = write_value ? m[k++] : -1;
+        const double nccl_us = tracked ? m[k++] : -1;
         const double coord_us = coord ? m[k++] : -1;
         const double symm_us = with_symm ? m[k++] : -1;
         // The path users take: the coordinator where it runs, else the communicator.
@@ -389,15 +489,17 @@ int main(int argc, char** argv) {
         if (raw_split) {
           rows.push_back({c.op, size.label, "raw_split", split_us});
           rows.push_back({c.op, size.label, "raw_split+event", tracked_us});
+          if (write_value) rows.push_back({c.op, size.label, "raw_split+write", write_us});
+          rows.push_back({c.op, size.label, "nccl_enqueue", nccl_us});
         }
         rows.push_back({c.op, size.label, "comm", comm_us});
         if (coord) rows.push_back({c.op, size.label, "coord", coord_us});
         if (with_symm) rows.push_back({c.op, size.label, "symm", symm_us});
         if (print) {
           auto cell = [](double v) {
-            static char buf[6][32];
+            static char buf[8][32];
             static int slot = 0;
-            char* b = buf[slot++ % 6];
+            char* b = buf[slot++ % 8];
             if (v < 0) {
               std::snprintf(b, 32, "%9s", "-");
             } else {
@@ -405,8 +507,9 @@ int main(int argc, char** argv) {
             }
             return b;
           };
-          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(),
-                      size.label, raw_us, cell(split_us), cell(tracked_us), cell(comm_us),
+          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(),
+                      size.label, raw_us, cell(split_us), cell(tracked_us), cell(write_us),
+                      cell(nccl_us), cell(comm_us),
                       cell(coord_us), cell(symm_us), ours - raw_us,
                       ours / raw_us);
         }
@@ -430,6 +533,8 @@ int main(int argc, char** argv) {
     api.CommDestroy(raw);
     if (raw_split) api.CommDestroy(raw_split);
     cudaEventDestroy(tracking_event);
+    if (marker) cudaFreeHost(marker);
+    if (tracked) tracked->destroy();
     gc::destroy_distributed_environment();
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_host_overhead: %s\n", e.what());
