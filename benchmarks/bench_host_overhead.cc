@@ -8,6 +8,8 @@
 //   split  (1 rank) the same raw calls on a communicator made as groupcoord makes its own (a
 //          non-blocking parent split into a blocking child): NCCL's own cost on such a one
 //   +event (1 rank) split, plus the capture check and event record the watchdog's tracking adds
+//   +drv   (1 rank) +event through the driver API (cuStreamIsCapturing, cuEventRecord) rather
+//          than the runtime's wrappers
 //   +write (1 rank) split, plus a cuStreamWriteValue32 to pinned host memory: the cheapest stream
 //          marker a watchdog could poll instead of an event
 //   nccl   (1 rank) NcclComm::enqueue on a communicator of its own: the whole tracking (locks,
@@ -30,6 +32,7 @@
 // (1 rank) skips the table and runs only that path's all_reduce(out) of 4 KiB bf16 for
 // --profile-seconds (default 5), for a sampling profiler to compare the paths.
 // A short breakdown first prints what single CUDA runtime calls on the path cost here.
+#include <cuda.h>
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -179,6 +182,29 @@ StreamWriteValue32 stream_write_value32() {
   return reinterpret_cast<StreamWriteValue32>(fn);
 }
 
+/// The driver's capture check and event record, through the runtime's entry points.
+struct DriverTracking {
+  CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
+  CUresult (*record)(CUevent, CUstream) = nullptr;
+};
+
+DriverTracking driver_tracking() {
+  DriverTracking d;
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &fn, 12000, cudaEnableDefault,
+                                      &found) == cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    d.is_capturing = reinterpret_cast<decltype(d.is_capturing)>(fn);
+  }
+  if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) ==
+          cudaSuccess &&
+      found == cudaDriverEntryPointSuccess) {
+    d.record = reinterpret_cast<decltype(d.record)>(fn);
+  }
+  return d;
+}
+
 /// One timed thing: `calls` calls of `fn` (host time), the stream drained afterwards.
 using Body = std::function<void()>;
 
@@ -322,6 +348,8 @@ int main(int argc, char** argv) {
     cudaEventCreateWithFlags(&tracking_event, cudaEventDisableTiming);
     // One rank only, as raw_split: the cheapest stream marker, and NcclComm's own tracking.
     const StreamWriteValue32 write_value = n == 1 ? stream_write_value32() : nullptr;
+    const DriverTracking driver = driver_tracking();
+    const bool with_driver = n == 1 && driver.is_capturing && driver.record;
     std::uint32_t* marker = nullptr;
     if (write_value) cudaHostAlloc(reinterpret_cast<void**>(&marker), 64, cudaHostAllocMapped);
     std::shared_ptr<gc::cuda::NcclComm> tracked =
@@ -358,9 +386,9 @@ int main(int argc, char** argv) {
                   "calls, host µs per call (median)\n",
                   n, gpus, api.version, o.rounds, o.calls);
       print_breakdown(stream, device, *comm);
-      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size",
-                  "raw_us", "split_us", "+event", "+write", "nccl_us", "comm_us", "coord_us",
-                  "symm_us", "diff_us", "ratio");
+      std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size",
+                  "raw_us", "split_us", "+event", "+drv", "+write", "nccl_us", "comm_us",
+                  "coord_us", "symm_us", "diff_us", "ratio");
     }
     std::vector<Row> rows;
     const std::vector<Size> sizes =
@@ -451,6 +479,14 @@ int main(int argc, char** argv) {
             cudaStreamIsCapturing(stream, &status);
             cudaEventRecord(tracking_event, stream);
           });
+          if (with_driver) {
+            bodies.push_back([&] {
+              c.raw(raw_split);
+              CUstreamCaptureStatus status;
+              driver.is_capturing(stream, &status);
+              driver.record(tracking_event, stream);
+            });
+          }
           if (write_value) {
             std::uint32_t sequence = 0;
             bodies.push_back([&, sequence]() mutable {
@@ -479,6 +515,7 @@ int main(int argc, char** argv) {
         const double comm_us = m[k++];
         const double split_us = raw_split ? m[k++] : -1;
         const double tracked_us = raw_split ? m[k++] : -1;
+        const double driver_us = with_driver ? m[k++] : -1;
         const double write_us = write_value ? m[k++] : -1;
         const double nccl_us = tracked ? m[k++] : -1;
         const double coord_us = coord ? m[k++] : -1;
@@ -489,6 +526,7 @@ int main(int argc, char** argv) {
         if (raw_split) {
           rows.push_back({c.op, size.label, "raw_split", split_us});
           rows.push_back({c.op, size.label, "raw_split+event", tracked_us});
+          if (with_driver) rows.push_back({c.op, size.label, "raw_split+driver", driver_us});
           if (write_value) rows.push_back({c.op, size.label, "raw_split+write", write_us});
           rows.push_back({c.op, size.label, "nccl_enqueue", nccl_us});
         }
@@ -497,9 +535,9 @@ int main(int argc, char** argv) {
         if (with_symm) rows.push_back({c.op, size.label, "symm", symm_us});
         if (print) {
           auto cell = [](double v) {
-            static char buf[8][32];
+            static char buf[9][32];
             static int slot = 0;
-            char* b = buf[slot++ % 8];
+            char* b = buf[slot++ % 9];
             if (v < 0) {
               std::snprintf(b, 32, "%9s", "-");
             } else {
@@ -507,8 +545,9 @@ int main(int argc, char** argv) {
             }
             return b;
           };
-          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(),
-                      size.label, raw_us, cell(split_us), cell(tracked_us), cell(write_us),
+          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %s %s %s %+8.2f %9.3f\n",
+                      c.op.c_str(), size.label, raw_us, cell(split_us), cell(tracked_us),
+                      cell(driver_us), cell(write_us),
                       cell(nccl_us), cell(comm_us),
                       cell(coord_us), cell(symm_us), ours - raw_us,
                       ours / raw_us);

@@ -86,12 +86,41 @@ struct CudaAsyncAllocator::State {
     bool captured;  ///< allocated during a graph capture: never cached
   };
 
+  using Live = std::unordered_map<void*, Block>;
+
   mutable std::mutex mutex;
-  std::unordered_map<void*, Block> live;
+  Live live;
+  /// Nodes of `live` kept from freed blocks, so that the hot path allocates no map node.
+  std::vector<Live::node_type> spare_nodes;
   std::unordered_map<Key, std::vector<void*>, KeyHash> cache;
   std::size_t cached_bytes = 0;
   /// Devices whose default pool has been told to keep freed memory.
   std::unordered_set<int> pools_configured;
+
+  /// Records a live block, in a spare node when there is one. Requires mutex.
+  void add_live(void* ptr, const Block& block) {
+    if (spare_nodes.empty()) {
+      live.emplace(ptr, block);
+      return;
+    }
+    Live::node_type node = std::move(spare_nodes.back());
+    spare_nodes.pop_back();
+    node.key() = ptr;
+    node.mapped() = block;
+    live.insert(std::move(node));
+  }
+
+  /// Removes a live block and returns it; false when `ptr` is not live. Requires mutex.
+  bool take_live(void* ptr, Block* block) {
+    auto it = live.find(ptr);
+    if (it == live.end()) return false;
+    Live::node_type node = live.extract(it);
+    *block = node.mapped();
+    if (spare_nodes.size() < kSpareNodes) spare_nodes.push_back(std::move(node));
+    return true;
+  }
+
+  static constexpr std::size_t kSpareNodes = 256;
 };
 
 CudaAsyncAllocator::CudaAsyncAllocator(std::size_t max_cached_bytes)
@@ -112,7 +141,7 @@ void* CudaAsyncAllocator::allocate(std::size_t nbytes, Device device) {
       void* ptr = it->second.back();
       it->second.pop_back();
       state_->cached_bytes -= key.bytes;
-      state_->live.emplace(ptr, State::Block{key, false});
+      state_->add_live(ptr, State::Block{key, false});
       return ptr;
     }
     if (state_->pools_configured.insert(device.index).second) keep_freed_memory(device.index);
@@ -131,7 +160,7 @@ void* CudaAsyncAllocator::allocate(std::size_t nbytes, Device device) {
   }
   GC_CUDA_CHECK(error, "CudaAsyncAllocator: allocating ", nbytes, " bytes on ", device.str());
   std::lock_guard<std::mutex> lock(state_->mutex);
-  state_->live.emplace(ptr, State::Block{key, capturing});
+  state_->add_live(ptr, State::Block{key, capturing});
   return ptr;
 }
 
@@ -140,24 +169,18 @@ void CudaAsyncAllocator::deallocate(void* ptr, std::size_t nbytes, Device device
   State::Block block{};
   bool known = false;
   {
+    // One lock for the lookup and the cache (the capture query under it is short).
     std::lock_guard<std::mutex> lock(state_->mutex);
-    auto it = state_->live.find(ptr);
-    if (it != state_->live.end()) {
-      block = it->second;
-      known = true;
-      state_->live.erase(it);
-    }
-  }
-  GC_ASSERT(known, "CudaAsyncAllocator: ", ptr, " (", nbytes, " bytes on ", device.str(),
-            ") was not allocated by this allocator");
-  if (!block.captured && !capturing_or_unknown(block.key.stream)) {
-    std::lock_guard<std::mutex> lock(state_->mutex);
-    if (state_->cached_bytes + block.key.bytes <= max_cached_bytes_) {
+    known = state_->take_live(ptr, &block);
+    if (known && !block.captured && !capturing_or_unknown(block.key.stream) &&
+        state_->cached_bytes + block.key.bytes <= max_cached_bytes_) {
       state_->cache[block.key].push_back(ptr);
       state_->cached_bytes += block.key.bytes;
       return;
     }
   }
+  GC_ASSERT(known, "CudaAsyncAllocator: ", ptr, " (", nbytes, " bytes on ", device.str(),
+            ") was not allocated by this allocator");
   const cudaError_t error = cudaFreeAsync(ptr, block.key.stream);
   // At process exit the runtime may already be gone; the memory goes with it.
   if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed) {

@@ -24,6 +24,10 @@ constexpr std::chrono::milliseconds kFinalizeLimit{10000};
 // error names the operation that hung rather than the wait.
 constexpr std::chrono::milliseconds kWaitSlack{500};
 
+// A caller that found the in-flight ring full waits until this many entries are free again, so
+// that it does not come back on the very next call.
+constexpr std::size_t kRingSlack = 64;
+
 }  // namespace
 
 NcclComm::~NcclComm() {
@@ -36,9 +40,12 @@ NcclComm::~NcclComm() {
 
 void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call,
                        Tensor keepalive) {
-  const ncclResult_t result = call_nccl(op, timeout_, call);
+  // One lock for the call and its tracking: the ring has one producer at a time.
+  std::lock_guard<std::mutex> serial(call_mutex_);
+  const std::int64_t now_ns = steady_nanoseconds();
+  const ncclResult_t result = call_nccl_serialised(op, timeout_, call, false, now_ns);
   if (result != ncclSuccess) fail_call(op, result);
-  track(op, stream, std::move(keepalive));
+  track(op, stream, now_ns, keepalive);
 }
 
 void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
@@ -63,6 +70,12 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
 ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit,
                                  NcclCallRef call, bool teardown) {
   std::lock_guard<std::mutex> serial(call_mutex_);
+  return call_nccl_serialised(op, limit, call, teardown, steady_nanoseconds());
+}
+
+ncclResult_t NcclComm::call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
+                                            NcclCallRef call, bool teardown,
+                                            std::int64_t now_ns) {
   ncclComm_t comm = nullptr;
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -75,7 +88,7 @@ ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit
   }
   GC_CHECK(comm != nullptr, name_, " ", op, ": the NCCL communicator is gone");
   watched_op_.store(op, std::memory_order_relaxed);
-  watched_deadline_.store(steady_nanoseconds() + std::chrono::nanoseconds(limit).count(),
+  watched_deadline_.store(now_ns + std::chrono::nanoseconds(limit).count(),
                           std::memory_order_release);
   const ncclResult_t result = call(*api_, comm);
   watched_deadline_.store(0, std::memory_order_release);
@@ -111,34 +124,39 @@ std::string NcclComm::last_error_locked() const {
   return text != nullptr && *text != '\0' ? std::string(": ") + text : std::string();
 }
 
-cudaEvent_t NcclComm::take_event() {
-  {
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    if (!event_pool_.empty()) {
-      cudaEvent_t event = event_pool_.back();
-      event_pool_.pop_back();
-      return event;
+void NcclComm::track(const char* op, cudaStream_t stream, std::int64_t now_ns,
+                     Tensor& keepalive) {
+  if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
+  for (;;) {
+    // No notify: while operations are in flight the watchdog wakes every few milliseconds
+    // anyway, and waking it per call would cost a system call on the hot path.
+    cudaError_t error = cudaSuccess;
+    switch (in_flight_.push(op, stream, now_ns, keepalive, &error)) {
+      case InFlightRing::Push::kDone:
+        return;
+      case InFlightRing::Push::kCudaError:
+        GC_CUDA_CHECK(error, name_, " ", op, ": recording the completion event");
+        return;
+      case InFlightRing::Push::kFull:
+        wait_for_ring_room(op);
+        break;
     }
   }
-  cudaEvent_t event = nullptr;
-  GC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name_,
-                ": creating a CUDA event");
-  return event;
 }
 
-void NcclComm::track(const char* op, cudaStream_t stream, Tensor keepalive) {
-  if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
-  cudaEvent_t event = take_event();
-  const cudaError_t recorded = cudaEventRecord(event, stream);
-  if (recorded != cudaSuccess) {
-    cudaEventDestroy(event);
-    GC_CUDA_CHECK(recorded, name_, " ", op, ": recording the completion event");
+void NcclComm::wait_for_ring_room(const char* op) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout_ + kWaitSlack;
+  for (int round = 0;; ++round) {
+    in_flight_.reap();
+    if (in_flight_.room() >= kRingSlack) return;
+    check_usable(op);  // the watchdog may have aborted: the oldest operation hung
+    if (std::chrono::steady_clock::now() >= deadline) {
+      break_comm(true, std::string(op) + ": the GPU did not complete the oldest of the "
+                       "operations in flight within the group's timeout");
+      check_usable(op);
+    }
+    poll_pause(round);
   }
-  // No notify: while operations are in flight the watchdog wakes every few milliseconds anyway,
-  // and waking it per call would cost a system call on the hot path.
-  std::lock_guard<std::mutex> lock(in_flight_mutex_);
-  in_flight_.push_back(
-      InFlight{op, stream, event, std::chrono::steady_clock::now(), std::move(keepalive)});
 }
 
 void NcclComm::wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout,
@@ -181,16 +199,18 @@ void NcclComm::synchronize(cudaStream_t stream, const char* op) {
   DeviceGuard guard(device_);
   GC_CHECK(!stream_is_capturing(stream, name_, " ", op), name_, " ", op,
            ": cannot wait for a stream that is being captured into a CUDA graph");
-  cudaEvent_t event = take_event();
+  // An event of its own (not a hot path): one that a failed wait leaves pending is never reused.
+  cudaEvent_t event = nullptr;
+  GC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), name_, " ", op,
+                ": creating a CUDA event");
   try {
     GC_CUDA_CHECK(cudaEventRecord(event, stream), name_, " ", op);
     wait_event(event, op, timeout_ + kWaitSlack, /*abort_on_expiry=*/true);
   } catch (...) {
-    cudaEventDestroy(event);  // it may still be pending: never hand it out again
+    cudaEventDestroy(event);
     throw;
   }
-  std::lock_guard<std::mutex> lock(in_flight_mutex_);
-  event_pool_.push_back(event);
+  cudaEventDestroy(event);
 }
 
 void NcclComm::throw_if_unusable_locked(const char* op) const {
@@ -230,7 +250,7 @@ void NcclComm::destroy() {
   }
   const bool clean = close_communicator(operations_done, limit);
   {
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
+    std::lock_guard<std::mutex> lock(watchdog_mutex_);
     stop_ = true;
   }
   wake_.notify_all();

@@ -46,7 +46,6 @@
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
-#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -55,6 +54,7 @@
 #include <type_traits>
 #include <vector>
 
+#include "cuda/in_flight_ring.h"
 #include "cuda/nccl_api.h"
 #include "cuda/symmetric_memory.h"
 #include "groupcoord/device.h"
@@ -162,15 +162,6 @@ class NcclComm {
   void destroy();
 
  private:
-  /// An operation whose completion event has not been observed yet.
-  struct InFlight {
-    const char* op;  ///< a string literal
-    cudaStream_t stream;
-    cudaEvent_t event;
-    std::chrono::steady_clock::time_point enqueued;
-    Tensor keepalive;
-  };
-
   NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Device device,
            std::string name);
 
@@ -198,14 +189,19 @@ class NcclComm {
   /// destroy() may still use it) or was broken during it.
   ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
                          bool teardown = false);
+  /// call_nccl for a caller that holds call_mutex_; `now_ns` is steady_nanoseconds() at the call.
+  ncclResult_t call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
+                                    NcclCallRef call, bool teardown, std::int64_t now_ns);
   /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted
   /// (TimeoutError / DistributedError) when NCCL reports it broken, else DistributedError says
   /// NCCL refused the call.
   [[noreturn]] void fail_call(const char* op, ncclResult_t result);
-  /// Records an event for `op` on `stream` for the watchdog (skipped during capture).
-  void track(const char* op, cudaStream_t stream, Tensor keepalive);
-  /// An event from the pool (or a new one).
-  cudaEvent_t take_event();
+  /// Records an event for `op` (issued at `now_ns`) on `stream` for the watchdog (skipped during
+  /// capture). Requires call_mutex_ (the ring has one producer at a time).
+  void track(const char* op, cudaStream_t stream, std::int64_t now_ns, Tensor& keepalive);
+  /// track() found the ring full: frees completed entries, else waits for the oldest one (the
+  /// GPU is thousands of operations behind) within the timeout.
+  void wait_for_ring_room(const char* op);
   /// ": <ncclGetLastError>" or "" when NCCL has nothing to add. Requires mutex_.
   std::string last_error_locked() const;
   /// Teardown: finalizes and destroys the communicator with watched calls when `operations_done`
@@ -227,7 +223,7 @@ class NcclComm {
   void watchdog_check();
   /// Aborts the communicator when a call has been inside NCCL past its deadline.
   void check_watched_call();
-  /// Releases completed in-flight entries after teardown; leaks (and logs) the others.
+  /// Releases the in-flight entries after teardown; leaks (and logs) the buffers of the others.
   void release_in_flight(bool all_completed);
 
   // ---- symmetric windows (nccl_comm_windows.cc) ----
@@ -264,11 +260,12 @@ class NcclComm {
   std::string broken_reason_;
   std::atomic<bool> destroyed_{false};
 
-  /// Guards in_flight_, event_pool_ and stop_; the watchdog waits on wake_.
-  std::mutex in_flight_mutex_;
+  /// Operations enqueued and not yet seen complete: written by callers under call_mutex_, reaped
+  /// by the watchdog without blocking them.
+  InFlightRing in_flight_;
+  /// Guards stop_; the watchdog sleeps on wake_.
+  std::mutex watchdog_mutex_;
   std::condition_variable wake_;
-  std::deque<InFlight> in_flight_;
-  std::vector<cudaEvent_t> event_pool_;
   bool stop_ = false;
   std::thread watchdog_;
 

@@ -18,6 +18,10 @@ namespace cuda {
 
 namespace {
 
+// Operations a communicator tracks at once before a caller waits for the oldest: far more than
+// an engine step issues, few enough that the slots' events cost nothing noticeable.
+constexpr std::size_t kInFlightCapacity = 4096;
+
 // What rank 0 broadcasts: whether it made an id, and the id.
 struct IdMessage {
   std::uint8_t ok;
@@ -42,7 +46,8 @@ NcclComm::NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Devi
       name_(std::move(name)),
       rank_(group_->rank()),
       size_(group_->size()),
-      timeout_(group_->timeout()) {}
+      timeout_(group_->timeout()),
+      in_flight_(kInFlightCapacity) {}
 
 std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, Device device,
                                            std::string name) {

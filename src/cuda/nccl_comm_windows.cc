@@ -71,18 +71,7 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
 bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (int round = 0;; ++round) {
-    bool all_done = true;
-    {
-      std::lock_guard<std::mutex> lock(in_flight_mutex_);
-      for (const InFlight& entry : in_flight_) {
-        if (cudaEventQuery(entry.event) == cudaErrorNotReady) {
-          all_done = false;
-          break;
-        }
-      }
-    }
-    (void)cudaGetLastError();
-    if (all_done) return true;
+    if (in_flight_.reap().pending == 0) return true;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     poll_pause(round);
   }
@@ -125,22 +114,7 @@ void NcclComm::release_windows(std::vector<RegisteredWindow>& windows,
   }
 }
 
-void NcclComm::release_completed() {
-  std::vector<Tensor> finished;  // released outside the lock (freeing may call into CUDA)
-  {
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (cudaEventQuery(it->event) != cudaSuccess) {
-        ++it;
-        continue;
-      }
-      event_pool_.push_back(it->event);
-      finished.push_back(std::move(it->keepalive));
-      it = in_flight_.erase(it);
-    }
-  }
-  (void)cudaGetLastError();
-}
+void NcclComm::release_completed() { in_flight_.reap(); }
 
 }  // namespace cuda
 }  // namespace groupcoord

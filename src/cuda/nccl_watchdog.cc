@@ -71,7 +71,7 @@ void NcclComm::watchdog_loop() {
   cudaSetDevice(device_.index);
   cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
   cudaThreadExchangeStreamCaptureMode(&mode);
-  std::unique_lock<std::mutex> lock(in_flight_mutex_);
+  std::unique_lock<std::mutex> lock(watchdog_mutex_);
   while (!stop_) {
     wake_.wait_for(lock, in_flight_.empty() ? kIdlePeriod : kBusyPeriod);
     if (stop_) break;
@@ -108,73 +108,28 @@ void NcclComm::watchdog_check() {
       }
     }
   }
-  std::vector<Tensor> finished;  // released outside the lock (freeing may call into CUDA)
+  const InFlightRing::Scan scan = in_flight_.reap();
   std::string failure;
   bool timed_out = false;
-  {
-    // Work on one stream completes in order: once an entry of a stream is still running, its
-    // later entries are too, and are not queried. So a pass costs one query per stream plus one
-    // per completed entry, however far the host runs ahead (the lock is held meanwhile, and the
-    // caller's track() waits for it).
-    std::vector<cudaStream_t> running;
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (std::find(running.begin(), running.end(), it->stream) != running.end()) {
-        ++it;
-        continue;
-      }
-      const cudaError_t state = cudaEventQuery(it->event);
-      if (state == cudaSuccess) {
-        event_pool_.push_back(it->event);
-        finished.push_back(std::move(it->keepalive));
-        it = in_flight_.erase(it);
-      } else if (state == cudaErrorNotReady) {
-        running.push_back(it->stream);
-        ++it;
-      } else {
-        (void)cudaGetLastError();
-        if (failure.empty()) {
-          failure = std::string(it->op) + " failed on the GPU: " + cuda_error_text(state);
-        }
-        ++it;
-      }
-    }
-    // Entries are in enqueue order, so the front one has waited longest.
-    if (failure.empty() && !in_flight_.empty()) {
-      const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::steady_clock::now() - in_flight_.front().enqueued);
-      if (age > timeout_) {
-        timed_out = true;
-        failure = std::string(in_flight_.front().op) +
-                  " did not complete within the group's timeout of " +
-                  std::to_string(timeout_.count()) + " ms (enqueued " +
-                  std::to_string(age.count()) + " ms ago; did every rank call it?)";
-      }
+  if (scan.failed_op != nullptr) {
+    failure = std::string(scan.failed_op) + " failed on the GPU: " + cuda_error_text(scan.failure);
+  } else if (scan.oldest_op != nullptr) {
+    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::nanoseconds(steady_nanoseconds() - scan.oldest_enqueued_ns));
+    if (age > timeout_) {
+      timed_out = true;
+      failure = std::string(scan.oldest_op) + " did not complete within the group's timeout of " +
+                std::to_string(timeout_.count()) + " ms (enqueued " + std::to_string(age.count()) +
+                " ms ago; did every rank call it?)";
     }
   }
   if (!failure.empty()) break_comm(timed_out, failure);
 }
 
 void NcclComm::release_in_flight(bool all_completed) {
-  std::deque<InFlight> entries;
-  std::vector<cudaEvent_t> pool;
-  {
-    std::lock_guard<std::mutex> lock(in_flight_mutex_);
-    entries.swap(in_flight_);
-    pool.swap(event_pool_);
-  }
-  std::size_t leaked = 0;
-  for (InFlight& entry : entries) {
-    if (all_completed || cudaEventQuery(entry.event) == cudaSuccess) {
-      cudaEventDestroy(entry.event);
-    } else {
-      // The GPU may still touch the buffer: leaking it beats freeing memory in use.
-      keep_forever(std::move(entry.keepalive));
-      ++leaked;
-    }
-  }
-  for (cudaEvent_t event : pool) cudaEventDestroy(event);
-  (void)cudaGetLastError();
+  // The GPU may still touch the buffers of operations that never completed: leaking them beats
+  // freeing memory in use.
+  const std::size_t leaked = in_flight_.release_all(all_completed, keep_forever);
   if (leaked > 0) {
     GC_LOG(Warn, name_, ": ", leaked,
            " NCCL operation(s) had not completed at teardown; their "

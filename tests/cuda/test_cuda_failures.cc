@@ -4,9 +4,13 @@
 // DistributedError.
 #include <gtest/gtest.h>
 
+#include <cuda_runtime_api.h>
+
 #include <chrono>
+#include <thread>
 
 #include "cuda_fixture.h"
+#include "groupcoord/cuda/stream.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/store.h"
 
@@ -104,6 +108,50 @@ TEST_F(CudaFailures, APeerThatStopsMakesTheOtherRankTimeOut) {
   }
   const auto start = Clock::now();
   c->destroy();  // bounded on both sides, broken or not
+  EXPECT_LT(Clock::now() - start, kTimeout + std::chrono::seconds(5)) << "teardown was slow";
+}
+
+// The hot path: calls into caller-provided outputs that return at once, and the caller then waits
+// on its own stream (not through groupcoord). The watchdog alone must abort the communicator
+// within the timeout, so that the stream drains instead of hanging, and the next call throws.
+TEST_F(CudaFailures, APeerThatStopsDrainsTheCallersOwnStreamWait) {
+  if (world_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  constexpr auto kTimeout = std::chrono::seconds(5);
+  std::unique_ptr<CudaCommunicator> c = make_communicator("cudatest-fast", kTimeout);
+  const Tensor x = device_floats({1 << 16}, device(), [](std::int64_t) { return 1; });
+  Tensor out = Tensor::empty(x.shape(), x.dtype(), device());
+  c->all_reduce(x, out);
+  EXPECT_EQ(host_values(out)[0], world_size());
+  const bool waiting_rank = c->rank_in_group() == 0;
+  struct Done {
+    Store& store;
+    bool waiting;
+    ~Done() {
+      if (waiting) store.set("fast/done", "1");
+    }
+  } done{*store(), waiting_rank};
+  if (waiting_rank) {
+    const auto start = Clock::now();
+    for (int i = 0; i < 3; ++i) c->all_reduce(x, out);  // the peer joins none of them
+    cudaStream_t stream = current_cuda_stream(device());
+    // Bounded polling rather than cudaStreamSynchronize, so that a failure cannot hang the suite.
+    cudaError_t state = cudaErrorNotReady;
+    while ((state = cudaStreamQuery(stream)) == cudaErrorNotReady &&
+           Clock::now() - start < kTimeout + std::chrono::seconds(20)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+    }
+    (void)cudaGetLastError();
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - start);
+    EXPECT_NE(state, cudaErrorNotReady) << "the stream still runs the hung all_reduce";
+    EXPECT_GE(waited, kTimeout - std::chrono::milliseconds(100));
+    EXPECT_LT(waited, kTimeout + std::chrono::seconds(5)) << "the watchdog aborted late";
+    expect_error<TimeoutError>([&] { c->all_reduce(x, out); },
+                               {"cudatest-fast all_reduce", "aborted"});
+  } else {
+    store()->wait({"fast/done"}, std::chrono::seconds(60));
+  }
+  const auto start = Clock::now();
+  c->destroy();
   EXPECT_LT(Clock::now() - start, kTimeout + std::chrono::seconds(5)) << "teardown was slow";
 }
 

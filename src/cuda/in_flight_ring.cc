@@ -1,0 +1,157 @@
+#include "cuda/in_flight_ring.h"
+
+#include <algorithm>
+
+namespace groupcoord {
+namespace cuda {
+
+namespace {
+
+std::size_t round_up_to_power_of_two(std::size_t n) {
+  std::size_t p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+}  // namespace
+
+InFlightRing::InFlightRing(std::size_t capacity)
+    : slots_(round_up_to_power_of_two(std::max<std::size_t>(capacity, 2))),
+      mask_(slots_.size() - 1) {}
+
+InFlightRing::~InFlightRing() {
+  for (Slot& s : slots_) {
+    if (s.event != nullptr) cudaEventDestroy(s.event);
+  }
+  (void)cudaGetLastError();
+}
+
+InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
+                                      std::int64_t enqueued_ns, Tensor& keepalive,
+                                      cudaError_t* error) {
+  const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+  if (tail - head_.load(std::memory_order_acquire) >= slots_.size()) return Push::kFull;
+  Slot& s = slot(tail);
+  if (s.event == nullptr) {
+    *error = cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming);
+    if (*error != cudaSuccess) {
+      s.event = nullptr;
+      return Push::kCudaError;
+    }
+  }
+  *error = cudaEventRecord(s.event, stream);
+  if (*error != cudaSuccess) return Push::kCudaError;
+  s.op = op;
+  s.stream = stream;
+  s.enqueued_ns = enqueued_ns;
+  s.keepalive = std::move(keepalive);
+  s.done = false;
+  tail_.store(tail + 1, std::memory_order_release);
+  return Push::kDone;
+}
+
+InFlightRing::Scan InFlightRing::reap() {
+  std::lock_guard<std::mutex> lock(consumer_mutex_);
+  std::uint64_t head = head_.load(std::memory_order_relaxed);
+  const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+  Scan scan;
+  streams_.clear();
+  for (std::uint64_t i = head; i < tail; ++i) {
+    const Slot& s = slot(i);
+    if (!s.done && std::find(streams_.begin(), streams_.end(), s.stream) == streams_.end()) {
+      streams_.push_back(s.stream);
+    }
+  }
+  for (cudaStream_t stream : streams_) reap_stream(stream, head, tail, scan);
+  while (head < tail && slot(head).done) ++head;
+  head_.store(head, std::memory_order_release);  // the producer may now reuse those slots
+  for (std::uint64_t i = head; i < tail; ++i) {
+    const Slot& s = slot(i);
+    if (s.done) continue;
+    if (scan.pending++ == 0) {
+      scan.oldest_op = s.op;
+      scan.oldest_enqueued_ns = s.enqueued_ns;
+    }
+  }
+  return scan;
+}
+
+void InFlightRing::reap_stream(cudaStream_t stream, std::uint64_t from, std::uint64_t to,
+                               Scan& scan) {
+  indices_.clear();
+  for (std::uint64_t i = from; i < to; ++i) {
+    if (!slot(i).done && slot(i).stream == stream) indices_.push_back(i);
+  }
+  // 1: complete, 0: running, -1: the event reports an error (recorded in `scan`).
+  auto complete = [&](std::size_t k) {
+    const Slot& s = slot(indices_[k]);
+    const cudaError_t state = cudaEventQuery(s.event);
+    if (state == cudaSuccess) return 1;
+    if (state == cudaErrorNotReady) return 0;
+    (void)cudaGetLastError();
+    if (scan.failed_op == nullptr) {
+      scan.failed_op = s.op;
+      scan.failure = state;
+    }
+    return -1;
+  };
+  // The entries of one stream complete in order: find how many lead, newest first (the usual
+  // case is a GPU that has caught up), else by binary search.
+  const std::size_t n = indices_.size();
+  std::size_t completed = 0;
+  const int newest = complete(n - 1);
+  if (newest == 1) {
+    completed = n;
+  } else if (newest == 0) {
+    std::size_t lo = 0, hi = n - 1;  // [0, lo) complete, hi running
+    while (lo < hi) {
+      const std::size_t mid = lo + (hi - lo) / 2;
+      const int state = complete(mid);
+      if (state < 0) break;
+      if (state == 1) {
+        lo = mid + 1;
+      } else {
+        hi = mid;
+      }
+    }
+    completed = lo;
+  }
+  for (std::size_t k = 0; k < completed; ++k) {
+    Slot& s = slot(indices_[k]);
+    s.done = true;
+    s.keepalive = Tensor();
+  }
+}
+
+bool InFlightRing::empty() const {
+  return head_.load(std::memory_order_acquire) == tail_.load(std::memory_order_acquire);
+}
+
+std::size_t InFlightRing::room() const {
+  const std::uint64_t head = head_.load(std::memory_order_acquire);
+  return slots_.size() - static_cast<std::size_t>(tail_.load(std::memory_order_acquire) - head);
+}
+
+std::size_t InFlightRing::release_all(bool all_completed,
+                                      const std::function<void(Tensor)>& keep) {
+  std::lock_guard<std::mutex> lock(consumer_mutex_);
+  const std::uint64_t tail = tail_.load(std::memory_order_acquire);
+  std::size_t running = 0;
+  for (std::uint64_t i = head_.load(std::memory_order_relaxed); i < tail; ++i) {
+    Slot& s = slot(i);
+    if (s.done) continue;
+    if (all_completed || cudaEventQuery(s.event) == cudaSuccess) {
+      s.keepalive = Tensor();
+    } else {
+      keep(std::move(s.keepalive));
+      ++running;
+    }
+    s.done = true;
+  }
+  (void)cudaGetLastError();
+  head_.store(tail, std::memory_order_release);
+  return running;
+}
+
+}  // namespace cuda
+}  // namespace groupcoord

@@ -1,0 +1,188 @@
+// InFlightRing (the watchdog's record of NCCL operations in flight): entries stay pending while
+// their stream is held back, are released in stream order once it runs, a full ring refuses, one
+// stream's completed entries go while another stream still blocks the head, and teardown hands
+// the buffers of running entries to the caller. A stream is held back by cuStreamWaitValue32 on
+// pinned host memory, which the test then writes.
+#include <cuda_runtime_api.h>
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <vector>
+
+#include "cuda/in_flight_ring.h"
+#include "cuda_values.h"
+#include "groupcoord/cuda/runtime.h"
+
+namespace groupcoord {
+namespace {
+
+using cuda::InFlightRing;
+
+// A stream that waits for the host to write 1 into pinned memory before it runs anything.
+class HeldStream {
+ public:
+  HeldStream() {
+    cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking);
+    cudaHostAlloc(reinterpret_cast<void**>(&flag_), sizeof(std::uint32_t), cudaHostAllocMapped);
+    *flag_ = 0;
+    void* fn = nullptr;
+    cudaDriverEntryPointQueryResult found{};
+    cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
+                                     &found);
+    using WaitValue32 = int (*)(cudaStream_t, void*, std::uint32_t, unsigned);
+    wait_ = reinterpret_cast<WaitValue32>(fn);
+  }
+  ~HeldStream() {
+    release();
+    cudaStreamSynchronize(stream_);
+    cudaStreamDestroy(stream_);
+    cudaFreeHost(flag_);
+  }
+  /// Everything enqueued after this waits for release(). 0 is CU_STREAM_WAIT_VALUE_GEQ.
+  bool hold() { return wait_ != nullptr && wait_(stream_, flag_, 1, 0) == 0; }
+  void release() { *reinterpret_cast<volatile std::uint32_t*>(flag_) = 1; }
+  cudaStream_t get() const { return stream_; }
+
+ private:
+  cudaStream_t stream_ = nullptr;
+  std::uint32_t* flag_ = nullptr;
+  int (*wait_)(cudaStream_t, void*, std::uint32_t, unsigned) = nullptr;
+};
+
+// A buffer that says when its last reference died: the test hands its only reference to the
+// ring, so `*freed` tells whether the ring still holds it.
+Tensor buffer(bool* freed) {
+  static float storage[4];
+  *freed = false;
+  return Tensor::from_blob(storage, {4}, DType::Float32, Device::cpu(),
+                           [freed](void*) { *freed = true; });
+}
+
+InFlightRing::Push push(InFlightRing& ring, const char* op, cudaStream_t stream,
+                        Tensor keepalive = {}) {
+  cudaError_t error = cudaSuccess;
+  const InFlightRing::Push result = ring.push(op, stream, /*enqueued_ns=*/1, keepalive, &error);
+  EXPECT_EQ(error, cudaSuccess) << cudaGetErrorString(error);
+  return result;
+}
+
+class InFlightRingGpu : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (cuda_device_count() == 0) GTEST_SKIP() << testing::kNoGpuMessage;
+    cudaSetDevice(0);
+  }
+};
+
+TEST_F(InFlightRingGpu, EntriesStayPendingUntilTheirStreamRuns) {
+  InFlightRing ring(16);
+  HeldStream held;
+  ASSERT_TRUE(held.hold()) << "cuStreamWaitValue32 is not available";
+  bool freed = false;
+  ASSERT_EQ(push(ring, "first", held.get(), buffer(&freed)), InFlightRing::Push::kDone);
+  for (int i = 0; i < 5; ++i) ASSERT_EQ(push(ring, "later", held.get()), InFlightRing::Push::kDone);
+
+  InFlightRing::Scan scan = ring.reap();
+  EXPECT_EQ(scan.pending, 6u);
+  EXPECT_STREQ(scan.oldest_op, "first");
+  EXPECT_FALSE(freed) << "the ring holds the buffer while the operation runs";
+  EXPECT_FALSE(ring.empty());
+
+  held.release();
+  cudaStreamSynchronize(held.get());
+  scan = ring.reap();
+  EXPECT_EQ(scan.pending, 0u);
+  EXPECT_EQ(scan.oldest_op, nullptr);
+  EXPECT_TRUE(freed) << "released once seen complete";
+  EXPECT_TRUE(ring.empty());
+  EXPECT_EQ(ring.room(), 16u);
+}
+
+TEST_F(InFlightRingGpu, AFullRingRefusesUntilReaped) {
+  InFlightRing ring(4);
+  HeldStream held;
+  ASSERT_TRUE(held.hold());
+  for (int i = 0; i < 4; ++i) ASSERT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kDone);
+  EXPECT_EQ(ring.room(), 0u);
+  EXPECT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kFull);
+  ring.reap();
+  EXPECT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kFull) << "nothing completed";
+
+  held.release();
+  cudaStreamSynchronize(held.get());
+  ring.reap();
+  EXPECT_EQ(ring.room(), 4u);
+  // The slots (and their events) are reused in a new lap.
+  for (int i = 0; i < 9; ++i) {
+    ASSERT_EQ(push(ring, "lap", held.get()), InFlightRing::Push::kDone);
+    cudaStreamSynchronize(held.get());
+    ring.reap();
+  }
+  EXPECT_TRUE(ring.empty());
+}
+
+TEST_F(InFlightRingGpu, CompletedEntriesOfOneStreamGoWhileAnotherBlocksTheHead) {
+  InFlightRing ring(16);
+  HeldStream blocked;
+  ASSERT_TRUE(blocked.hold());
+  cudaStream_t free_stream = nullptr;
+  cudaStreamCreateWithFlags(&free_stream, cudaStreamNonBlocking);
+  bool blocked_freed = false, free_freed = false;
+  ASSERT_EQ(push(ring, "blocked", blocked.get(), buffer(&blocked_freed)), InFlightRing::Push::kDone);
+  ASSERT_EQ(push(ring, "free", free_stream, buffer(&free_freed)), InFlightRing::Push::kDone);
+  cudaStreamSynchronize(free_stream);
+
+  const InFlightRing::Scan scan = ring.reap();
+  EXPECT_EQ(scan.pending, 1u);
+  EXPECT_STREQ(scan.oldest_op, "blocked");
+  EXPECT_TRUE(free_freed) << "the completed entry let its buffer go";
+  EXPECT_FALSE(blocked_freed);
+  EXPECT_EQ(ring.room(), 14u) << "the head waits for the blocked entry";
+
+  blocked.release();
+  cudaStreamSynchronize(blocked.get());
+  ring.reap();
+  EXPECT_EQ(ring.room(), 16u);
+  cudaStreamDestroy(free_stream);
+}
+
+TEST_F(InFlightRingGpu, FindsTheCompletionBoundaryOfALongStream) {
+  // Entries before the hold complete, those after it do not: the binary search must split them.
+  InFlightRing ring(256);
+  HeldStream held;
+  for (int i = 0; i < 37; ++i) ASSERT_EQ(push(ring, "early", held.get()), InFlightRing::Push::kDone);
+  cudaStreamSynchronize(held.get());
+  ASSERT_TRUE(held.hold());
+  for (int i = 0; i < 100; ++i) ASSERT_EQ(push(ring, "late", held.get()), InFlightRing::Push::kDone);
+  const InFlightRing::Scan scan = ring.reap();
+  EXPECT_EQ(scan.pending, 100u);
+  EXPECT_STREQ(scan.oldest_op, "late");
+  EXPECT_EQ(ring.room(), 156u);
+  held.release();
+}
+
+TEST_F(InFlightRingGpu, TeardownHandsOverTheBuffersOfRunningEntries) {
+  InFlightRing ring(8);
+  HeldStream held;
+  cudaStream_t free_stream = nullptr;
+  cudaStreamCreateWithFlags(&free_stream, cudaStreamNonBlocking);
+  bool done_freed = false, running_freed = false;
+  ASSERT_EQ(push(ring, "done", free_stream, buffer(&done_freed)), InFlightRing::Push::kDone);
+  cudaStreamSynchronize(free_stream);
+  ASSERT_TRUE(held.hold());
+  ASSERT_EQ(push(ring, "running", held.get(), buffer(&running_freed)), InFlightRing::Push::kDone);
+
+  std::vector<Tensor> kept;
+  EXPECT_EQ(ring.release_all(false, [&](Tensor t) { kept.push_back(std::move(t)); }), 1u);
+  EXPECT_EQ(kept.size(), 1u);
+  EXPECT_TRUE(done_freed);
+  EXPECT_FALSE(running_freed) << "the running entry's buffer went to the caller";
+  kept.clear();
+  EXPECT_TRUE(running_freed);
+  EXPECT_TRUE(ring.empty());
+  held.release();
+  cudaStreamDestroy(free_stream);
+}
+
+}  // namespace
+}  // namespace groupcoord
