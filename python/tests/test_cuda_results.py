@@ -179,14 +179,22 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
     x = full(me + 1, n)
     target.all_reduce(DLPackOnly(x))  # warm-up
     torch.cuda.synchronize()
-    torch.cuda._sleep(SLEEP_CYCLES)
-    t = target.all_reduce(DLPackOnly(x))
     stream = torch.cuda.Stream() if consumer == "side" else torch.cuda.default_stream()
-    with torch.cuda.stream(stream):
-        y = torch.from_dlpack(t) * 1  # on `stream`, after the result
-    still_busy = not torch.cuda.default_stream().query()
     torch.cuda.synchronize()
-    assert still_busy, "exporting the result waited on the host"
+    torch.cuda._sleep(SLEEP_CYCLES)
+    busy = torch.cuda.default_stream().query
+    # Each step is checked on its own, so that a failure says which one waited on the host.
+    steps = {}
+    t = target.all_reduce(DLPackOnly(x))
+    steps["all_reduce"] = not busy()
+    with torch.cuda.stream(stream):
+        imported = torch.from_dlpack(t)  # on `stream`, after the result
+        steps["from_dlpack"] = not busy()
+        y = imported * 1
+    steps["consumer's kernel"] = not busy()
+    torch.cuda.synchronize()
+    waited = [name for name, still_busy in steps.items() if not still_busy]
+    assert not waited, f"the GPU was idle after: {waited} (a host wait in the first of them)"
     assert torch.equal(y, full(rank_sum(target), n))
 
 

@@ -13,6 +13,7 @@
 #include "cuda/nccl_comm.h"
 #include "cuda/poll_pause.h"
 #include "groupcoord/check.h"
+#include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
 
 namespace groupcoord {
@@ -43,7 +44,15 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
   }
   const std::int64_t mine[2] = {static_cast<std::int64_t>(bytes), ready ? 1 : 0};
   std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size_));
-  group_->all_gather(mine, all.data(), 2, DType::Int64);
+  try {
+    group_->all_gather(mine, all.data(), 2, DType::Int64);
+  } catch (const TimeoutError& e) {
+    // A peer that never joins this op: the communicator is as unusable as after a hung NCCL
+    // call, and the error names the op (not only the CPU group's step).
+    break_comm(true, std::string(op) + " did not start: a peer did not join the window "
+                     "registration within the group's timeout (" + e.what() + ")");
+    check_usable(op);
+  }
   for (int r = 0; r < size_; ++r) {
     if (all[2 * r + 1] == 0) {
       check_usable(op);  // this rank's own reason, when it is the one
