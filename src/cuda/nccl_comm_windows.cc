@@ -40,6 +40,9 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
   // every rank is able to (its memory allocated, the communicator usable).
   {
     std::lock_guard<std::mutex> lock(mutex_);
+    // Aborted after a timeout: the peers are gone or broken too, and the CPU group may be as well,
+    // so say why at once instead of meeting them.
+    if (broken_ && broken_by_timeout_) throw_broken(op);
     if (destroyed_.load() || broken_ || comm_ == nullptr) ready = false;
   }
   const std::int64_t mine[2] = {static_cast<std::int64_t>(bytes), ready ? 1 : 0};
