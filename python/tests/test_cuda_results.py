@@ -177,9 +177,12 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
     torch = _torch()
     me, n = target.rank_in_group, 256
     x = full(me + 1, n)
-    target.all_reduce(DLPackOnly(x))  # warm-up
-    torch.cuda.synchronize()
     stream = torch.cuda.Stream() if consumer == "side" else torch.cuda.default_stream()
+    # Warm-up of every step, the consumer's kernel included: the first launch of a kernel may load
+    # its module, which synchronises the device (CUDA's lazy loading), and would look like a host
+    # wait of ours.
+    with torch.cuda.stream(stream):
+        torch.from_dlpack(target.all_reduce(DLPackOnly(x))) * 1
     torch.cuda.synchronize()
     torch.cuda._sleep(SLEEP_CYCLES)
     busy = torch.cuda.default_stream().query
