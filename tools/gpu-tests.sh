@@ -18,7 +18,7 @@
 #      every routed call on the symmetric path.
 #   5. compute-sanitizer memcheck on test_cuda_units, the 1-rank communicator and symmetric tests.
 #   6. bench-host-np1 / bench-host-np2: benchmarks/bench_host_overhead (host time per call against
-#      raw NCCL; JSON next to the logs).
+#      raw NCCL, and at 1 rank CUDA graph replays against raw NCCL's graph; JSON next to the logs).
 #   A step still running 40 s before its time limit gets its processes' stacks written to
 #   NAME.stacks (cuda-gdb), so that a hang says where it is.
 #   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
