@@ -17,5 +17,18 @@ bool stream_is_capturing(cudaStream_t stream, const Where&... where) {
   return status != cudaStreamCaptureStatusNone;
 }
 
+/// Makes this thread's capture mode relaxed for the guard's lifetime, so that its event queries
+/// do not invalidate a graph another thread captures in global mode.
+class RelaxedCaptureMode {
+ public:
+  RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  ~RelaxedCaptureMode() { cudaThreadExchangeStreamCaptureMode(&mode_); }
+  RelaxedCaptureMode(const RelaxedCaptureMode&) = delete;
+  RelaxedCaptureMode& operator=(const RelaxedCaptureMode&) = delete;
+
+ private:
+  cudaStreamCaptureMode mode_ = cudaStreamCaptureModeRelaxed;
+};
+
 }  // namespace cuda
 }  // namespace groupcoord

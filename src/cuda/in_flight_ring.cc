@@ -50,7 +50,7 @@ InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
   return Push::kDone;
 }
 
-InFlightRing::Scan InFlightRing::reap() {
+InFlightRing::Scan InFlightRing::reap(std::vector<Tensor>& released) {
   std::lock_guard<std::mutex> lock(consumer_mutex_);
   std::uint64_t head = head_.load(std::memory_order_relaxed);
   const std::uint64_t tail = tail_.load(std::memory_order_acquire);
@@ -62,7 +62,7 @@ InFlightRing::Scan InFlightRing::reap() {
       streams_.push_back(s.stream);
     }
   }
-  for (cudaStream_t stream : streams_) reap_stream(stream, head, tail, scan);
+  for (cudaStream_t stream : streams_) reap_stream(stream, head, tail, scan, released);
   while (head < tail && slot(head).done) ++head;
   head_.store(head, std::memory_order_release);  // the producer may now reuse those slots
   for (std::uint64_t i = head; i < tail; ++i) {
@@ -77,49 +77,23 @@ InFlightRing::Scan InFlightRing::reap() {
 }
 
 void InFlightRing::reap_stream(cudaStream_t stream, std::uint64_t from, std::uint64_t to,
-                               Scan& scan) {
-  indices_.clear();
+                               Scan& scan, std::vector<Tensor>& released) {
   for (std::uint64_t i = from; i < to; ++i) {
-    if (!slot(i).done && slot(i).stream == stream) indices_.push_back(i);
-  }
-  // 1: complete, 0: running, -1: the event reports an error (recorded in `scan`).
-  auto complete = [&](std::size_t k) {
-    const Slot& s = slot(indices_[k]);
+    Slot& s = slot(i);
+    if (s.done || s.stream != stream) continue;
     const cudaError_t state = cudaEventQuery(s.event);
-    if (state == cudaSuccess) return 1;
-    if (state == cudaErrorNotReady) return 0;
-    (void)cudaGetLastError();
-    if (scan.failed_op == nullptr) {
-      scan.failed_op = s.op;
-      scan.failure = state;
-    }
-    return -1;
-  };
-  // The entries of one stream complete in order: find how many lead, newest first (the usual
-  // case is a GPU that has caught up), else by binary search.
-  const std::size_t n = indices_.size();
-  std::size_t completed = 0;
-  const int newest = complete(n - 1);
-  if (newest == 1) {
-    completed = n;
-  } else if (newest == 0) {
-    std::size_t lo = 0, hi = n - 1;  // [0, lo) complete, hi running
-    while (lo < hi) {
-      const std::size_t mid = lo + (hi - lo) / 2;
-      const int state = complete(mid);
-      if (state < 0) break;
-      if (state == 1) {
-        lo = mid + 1;
-      } else {
-        hi = mid;
+    if (state == cudaErrorNotReady) return;  // later entries on this handle: a later pass
+    if (state != cudaSuccess) {
+      (void)cudaGetLastError();
+      ++scan.failed;
+      if (scan.failed_op == nullptr) {
+        scan.failed_op = s.op;
+        scan.failure = state;
       }
+      return;
     }
-    completed = lo;
-  }
-  for (std::size_t k = 0; k < completed; ++k) {
-    Slot& s = slot(indices_[k]);
     s.done = true;
-    s.keepalive = Tensor();
+    released.push_back(std::move(s.keepalive));
   }
 }
 
@@ -128,8 +102,9 @@ bool InFlightRing::empty() const {
 }
 
 std::size_t InFlightRing::room() const {
-  const std::uint64_t head = head_.load(std::memory_order_acquire);
-  return slots_.size() - static_cast<std::size_t>(tail_.load(std::memory_order_acquire) - head);
+  // Asked by the producer, so tail cannot move meanwhile and head <= tail: no wrap.
+  const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
+  return slots_.size() - static_cast<std::size_t>(tail - head_.load(std::memory_order_acquire));
 }
 
 std::size_t InFlightRing::release_all(bool all_completed,

@@ -8,9 +8,11 @@
 // release store, and the consumer (the watchdog, or a caller that frees completed work early)
 // never blocks it. Each slot owns its CUDA event for good, so no event pool is needed either.
 //
-// Reaping costs a few queries per stream, not one per entry: work on one stream completes in
-// order, so the consumer finds the newest completed entry of each stream by binary search over
-// that stream's entries, and everything older on that stream is complete too.
+// Reaping queries entries oldest first, per stream handle, and stops at the first one still
+// running on that handle: later entries there are almost surely running too, so skipping them
+// only delays their release to a later pass. It never infers completion from a later entry (a
+// handle value may name several streams: the per-thread default stream, a destroyed stream's
+// reused handle), so a buffer is released only when its own event says so.
 //
 // A full ring (the host thousands of operations ahead of the GPU) is the caller's to resolve:
 // push() refuses, the caller reaps and, if still full, waits for the oldest entry (NcclComm
@@ -35,7 +37,8 @@ class InFlightRing {
  public:
   /// What a pass of reap() saw.
   struct Scan {
-    std::size_t pending = 0;          ///< entries still running after the pass
+    std::size_t pending = 0;          ///< entries not seen complete after the pass
+    std::size_t failed = 0;           ///< of those, entries whose event reported an error
     const char* oldest_op = nullptr;  ///< the longest-waiting pending entry (nullptr: none)
     std::int64_t oldest_enqueued_ns = 0;
     const char* failed_op = nullptr;  ///< an entry whose event reported a CUDA error
@@ -60,12 +63,13 @@ class InFlightRing {
             cudaError_t* error);
 
   // ---- consumers: serialised among themselves; never block the producer --------------------------
-  /// Queries the pending entries, releases the completed ones (their keepalive tensors are
-  /// destroyed on this thread) and reports what is left.
-  Scan reap();
+  /// Queries the pending entries, releases the completed ones and reports what is left. The
+  /// keepalive tensors of completed entries are moved into `released`, for the caller to destroy
+  /// once it holds no lock (their deleters may take other locks, e.g. Python's).
+  Scan reap(std::vector<Tensor>& released);
   /// True when no entry is pending (a snapshot).
   bool empty() const;
-  /// Free slots (a snapshot): the capacity less the entries not yet released.
+  /// Free slots: the capacity less the entries not yet released. Producer only.
   std::size_t room() const;
   /// Teardown, when no producer is left: releases every entry. Entries still running (when
   /// `all_completed` is false their events are asked) hand their keepalive to `keep`, because
@@ -83,8 +87,10 @@ class InFlightRing {
   };
 
   Slot& slot(std::uint64_t index) { return slots_[index & mask_]; }
-  /// Marks the completed entries of `stream` among [from, to) done. Requires consumer_mutex_.
-  void reap_stream(cudaStream_t stream, std::uint64_t from, std::uint64_t to, Scan& scan);
+  /// Marks the completed entries of `stream` among [from, to) done, oldest first, up to the first
+  /// one still running. Requires consumer_mutex_.
+  void reap_stream(cudaStream_t stream, std::uint64_t from, std::uint64_t to, Scan& scan,
+                   std::vector<Tensor>& released);
 
   std::vector<Slot> slots_;
   std::uint64_t mask_;
@@ -94,9 +100,9 @@ class InFlightRing {
   std::atomic<std::uint64_t> head_{0};
 
   std::mutex consumer_mutex_;
-  // Scratch of reap(), reused so that a pass allocates nothing once warm. Requires consumer_mutex_.
+  /// Scratch of reap(), reused so that a pass allocates nothing once warm. Requires
+  /// consumer_mutex_.
   std::vector<cudaStream_t> streams_;
-  std::vector<std::uint64_t> indices_;
 };
 
 }  // namespace cuda

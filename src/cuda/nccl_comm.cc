@@ -40,12 +40,14 @@ NcclComm::~NcclComm() {
 
 void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call,
                        Tensor keepalive) {
-  // One lock for the call and its tracking: the ring has one producer at a time.
+  std::vector<Tensor> released;  // destroyed after the lock below is released
+  // One lock for the call and its tracking: the ring has one producer at a time. The operation's
+  // deadline counts from the start of the call.
   std::lock_guard<std::mutex> serial(call_mutex_);
   const std::int64_t now_ns = steady_nanoseconds();
   const ncclResult_t result = call_nccl_serialised(op, timeout_, call, false, now_ns);
   if (result != ncclSuccess) fail_call(op, result);
-  track(op, stream, now_ns, keepalive);
+  track(op, stream, now_ns, keepalive, released);
 }
 
 void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
@@ -125,29 +127,36 @@ std::string NcclComm::last_error_locked() const {
 }
 
 void NcclComm::track(const char* op, cudaStream_t stream, std::int64_t now_ns,
-                     Tensor& keepalive) {
-  if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
-  for (;;) {
-    // No notify: while operations are in flight the watchdog wakes every few milliseconds
-    // anyway, and waking it per call would cost a system call on the hot path.
-    cudaError_t error = cudaSuccess;
-    switch (in_flight_.push(op, stream, now_ns, keepalive, &error)) {
-      case InFlightRing::Push::kDone:
-        return;
-      case InFlightRing::Push::kCudaError:
-        GC_CUDA_CHECK(error, name_, " ", op, ": recording the completion event");
-        return;
-      case InFlightRing::Push::kFull:
-        wait_for_ring_room(op);
-        break;
+                     Tensor& keepalive, std::vector<Tensor>& released) {
+  // The operation is enqueued: from here on a failure must not free its buffer.
+  try {
+    if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
+    for (;;) {
+      // No notify: while operations are in flight the watchdog wakes every few milliseconds
+      // anyway, and waking it per call would cost a system call on the hot path.
+      cudaError_t error = cudaSuccess;
+      switch (in_flight_.push(op, stream, now_ns, keepalive, &error)) {
+        case InFlightRing::Push::kDone:
+          return;
+        case InFlightRing::Push::kCudaError:
+          GC_CUDA_CHECK(error, name_, " ", op, ": recording the completion event");
+          return;
+        case InFlightRing::Push::kFull:
+          wait_for_ring_room(op, released);
+          break;
+      }
     }
+  } catch (...) {
+    if (keepalive.defined()) keep_forever(std::move(keepalive));
+    throw;
   }
 }
 
-void NcclComm::wait_for_ring_room(const char* op) {
+void NcclComm::wait_for_ring_room(const char* op, std::vector<Tensor>& released) {
+  RelaxedCaptureMode relaxed;  // event queries must not invalidate another thread's capture
   const auto deadline = std::chrono::steady_clock::now() + timeout_ + kWaitSlack;
   for (int round = 0;; ++round) {
-    in_flight_.reap();
+    in_flight_.reap(released);
     if (in_flight_.room() >= kRingSlack) return;
     check_usable(op);  // the watchdog may have aborted: the oldest operation hung
     if (std::chrono::steady_clock::now() >= deadline) {
@@ -235,6 +244,10 @@ bool NcclComm::is_broken() const {
 
 void NcclComm::destroy() {
   if (destroyed_.exchange(true)) return;
+  // A caller that passed the usability check before destroyed_ was set finishes its call and
+  // its tracking first; later callers see destroyed_. (A call hung inside NCCL holds the lock
+  // until the watchdog aborts it, within the timeout.)
+  { std::lock_guard<std::mutex> serial(call_mutex_); }
   // Symmetric windows go first, once nothing in flight (NCCL calls, and the copies out of the
   // scratch that follow them) can still touch them. Their memory is freed only after the
   // communicator is gone, when `windows` goes out of scope. The watchdog keeps running until the

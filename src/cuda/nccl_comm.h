@@ -197,11 +197,15 @@ class NcclComm {
   /// NCCL refused the call.
   [[noreturn]] void fail_call(const char* op, ncclResult_t result);
   /// Records an event for `op` (issued at `now_ns`) on `stream` for the watchdog (skipped during
-  /// capture). Requires call_mutex_ (the ring has one producer at a time).
-  void track(const char* op, cudaStream_t stream, std::int64_t now_ns, Tensor& keepalive);
+  /// capture). Requires call_mutex_ (the ring has one producer at a time). Buffers of entries
+  /// reaped meanwhile go to `released`, which the caller destroys after unlocking.
+  void track(const char* op, cudaStream_t stream, std::int64_t now_ns, Tensor& keepalive,
+             std::vector<Tensor>& released);
   /// track() found the ring full: frees completed entries, else waits for the oldest one (the
   /// GPU is thousands of operations behind) within the timeout.
-  void wait_for_ring_room(const char* op);
+  void wait_for_ring_room(const char* op, std::vector<Tensor>& released);
+  /// Keeps a buffer that the GPU may still use reachable until the process ends.
+  static void keep_forever(Tensor buffer);
   /// ": <ncclGetLastError>" or "" when NCCL has nothing to add. Requires mutex_.
   std::string last_error_locked() const;
   /// Teardown: finalizes and destroys the communicator with watched calls when `operations_done`

@@ -9,6 +9,7 @@
 #include <chrono>
 #include <vector>
 
+#include "cuda/capture_status.h"
 #include "cuda/device_guard.h"
 #include "cuda/nccl_comm.h"
 #include "cuda/poll_pause.h"
@@ -40,9 +41,9 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
   // every rank is able to (its memory allocated, the communicator usable).
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    // Aborted after a timeout: the peers are gone or broken too, and the CPU group may be as well,
-    // so say why at once instead of meeting them.
-    if (broken_ && broken_by_timeout_) throw_broken(op);
+    // Aborted and the CPU group broken too (a peer gone): there is nobody to meet, so say why at
+    // once. Otherwise the peers are told below that this rank cannot register.
+    if (broken_ && group_->is_broken()) throw_broken(op);
     if (destroyed_.load() || broken_ || comm_ == nullptr) ready = false;
   }
   const std::int64_t mine[2] = {static_cast<std::int64_t>(bytes), ready ? 1 : 0};
@@ -81,9 +82,13 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
 }
 
 bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
+  RelaxedCaptureMode relaxed;  // event queries must not invalidate another thread's capture
   const auto deadline = std::chrono::steady_clock::now() + limit;
   for (int round = 0;; ++round) {
-    if (in_flight_.reap().pending == 0) return true;
+    std::vector<Tensor> released;
+    const InFlightRing::Scan scan = in_flight_.reap(released);
+    // Entries whose event failed never complete: no use waiting for them.
+    if (scan.pending == scan.failed) return scan.pending == 0;
     if (std::chrono::steady_clock::now() >= deadline) return false;
     poll_pause(round);
   }
@@ -126,7 +131,11 @@ void NcclComm::release_windows(std::vector<RegisteredWindow>& windows,
   }
 }
 
-void NcclComm::release_completed() { in_flight_.reap(); }
+void NcclComm::release_completed() {
+  RelaxedCaptureMode relaxed;  // may run on a thread next to another thread's capture
+  std::vector<Tensor> released;
+  in_flight_.reap(released);
+}
 
 }  // namespace cuda
 }  // namespace groupcoord

@@ -24,16 +24,15 @@ namespace {
 constexpr std::chrono::milliseconds kBusyPeriod{10};
 constexpr std::chrono::milliseconds kIdlePeriod{200};
 
-// Buffers of operations that never completed: kept (reachable, so leak checkers stay quiet)
-// until the process ends.
-void keep_forever(Tensor tensor) {
+}  // namespace
+
+void NcclComm::keep_forever(Tensor buffer) {
+  // Reachable, so leak checkers stay quiet, until the process ends.
   static std::mutex mutex;
   static auto* kept = new std::vector<Tensor>();
   std::lock_guard<std::mutex> lock(mutex);
-  kept->push_back(std::move(tensor));
+  kept->push_back(std::move(buffer));
 }
-
-}  // namespace
 
 void NcclComm::break_locked(bool timed_out, const std::string& reason) {
   if (broken_) return;  // the first reason is the one worth reporting
@@ -108,7 +107,8 @@ void NcclComm::watchdog_check() {
       }
     }
   }
-  const InFlightRing::Scan scan = in_flight_.reap();
+  std::vector<Tensor> released;  // destroyed at the end of the round, no lock held
+  const InFlightRing::Scan scan = in_flight_.reap(released);
   std::string failure;
   bool timed_out = false;
   if (scan.failed_op != nullptr) {

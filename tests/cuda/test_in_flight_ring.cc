@@ -66,6 +66,12 @@ InFlightRing::Push push(InFlightRing& ring, const char* op, cudaStream_t stream,
   return result;
 }
 
+// A consumer's pass; the buffers it released are destroyed at once.
+InFlightRing::Scan reap(InFlightRing& ring) {
+  std::vector<Tensor> released;
+  return ring.reap(released);
+}
+
 class InFlightRingGpu : public ::testing::Test {
  protected:
   void SetUp() override {
@@ -82,7 +88,7 @@ TEST_F(InFlightRingGpu, EntriesStayPendingUntilTheirStreamRuns) {
   ASSERT_EQ(push(ring, "first", held.get(), buffer(&freed)), InFlightRing::Push::kDone);
   for (int i = 0; i < 5; ++i) ASSERT_EQ(push(ring, "later", held.get()), InFlightRing::Push::kDone);
 
-  InFlightRing::Scan scan = ring.reap();
+  InFlightRing::Scan scan = reap(ring);
   EXPECT_EQ(scan.pending, 6u);
   EXPECT_STREQ(scan.oldest_op, "first");
   EXPECT_FALSE(freed) << "the ring holds the buffer while the operation runs";
@@ -90,7 +96,7 @@ TEST_F(InFlightRingGpu, EntriesStayPendingUntilTheirStreamRuns) {
 
   held.release();
   cudaStreamSynchronize(held.get());
-  scan = ring.reap();
+  scan = reap(ring);
   EXPECT_EQ(scan.pending, 0u);
   EXPECT_EQ(scan.oldest_op, nullptr);
   EXPECT_TRUE(freed) << "released once seen complete";
@@ -105,18 +111,18 @@ TEST_F(InFlightRingGpu, AFullRingRefusesUntilReaped) {
   for (int i = 0; i < 4; ++i) ASSERT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kDone);
   EXPECT_EQ(ring.room(), 0u);
   EXPECT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kFull);
-  ring.reap();
+  reap(ring);
   EXPECT_EQ(push(ring, "op", held.get()), InFlightRing::Push::kFull) << "nothing completed";
 
   held.release();
   cudaStreamSynchronize(held.get());
-  ring.reap();
+  reap(ring);
   EXPECT_EQ(ring.room(), 4u);
   // The slots (and their events) are reused in a new lap.
   for (int i = 0; i < 9; ++i) {
     ASSERT_EQ(push(ring, "lap", held.get()), InFlightRing::Push::kDone);
     cudaStreamSynchronize(held.get());
-    ring.reap();
+    reap(ring);
   }
   EXPECT_TRUE(ring.empty());
 }
@@ -132,7 +138,7 @@ TEST_F(InFlightRingGpu, CompletedEntriesOfOneStreamGoWhileAnotherBlocksTheHead) 
   ASSERT_EQ(push(ring, "free", free_stream, buffer(&free_freed)), InFlightRing::Push::kDone);
   cudaStreamSynchronize(free_stream);
 
-  const InFlightRing::Scan scan = ring.reap();
+  const InFlightRing::Scan scan = reap(ring);
   EXPECT_EQ(scan.pending, 1u);
   EXPECT_STREQ(scan.oldest_op, "blocked");
   EXPECT_TRUE(free_freed) << "the completed entry let its buffer go";
@@ -141,20 +147,20 @@ TEST_F(InFlightRingGpu, CompletedEntriesOfOneStreamGoWhileAnotherBlocksTheHead) 
 
   blocked.release();
   cudaStreamSynchronize(blocked.get());
-  ring.reap();
+  reap(ring);
   EXPECT_EQ(ring.room(), 16u);
   cudaStreamDestroy(free_stream);
 }
 
 TEST_F(InFlightRingGpu, FindsTheCompletionBoundaryOfALongStream) {
-  // Entries before the hold complete, those after it do not: the binary search must split them.
+  // Entries before the hold complete, those after it do not: the pass releases exactly the first.
   InFlightRing ring(256);
   HeldStream held;
   for (int i = 0; i < 37; ++i) ASSERT_EQ(push(ring, "early", held.get()), InFlightRing::Push::kDone);
   cudaStreamSynchronize(held.get());
   ASSERT_TRUE(held.hold());
   for (int i = 0; i < 100; ++i) ASSERT_EQ(push(ring, "late", held.get()), InFlightRing::Push::kDone);
-  const InFlightRing::Scan scan = ring.reap();
+  const InFlightRing::Scan scan = reap(ring);
   EXPECT_EQ(scan.pending, 100u);
   EXPECT_STREQ(scan.oldest_op, "late");
   EXPECT_EQ(ring.room(), 156u);
