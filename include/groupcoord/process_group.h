@@ -116,6 +116,12 @@ class ProcessGroup {
   /// As all_reduce, reading `in` and writing `out` (`in` is left unchanged; may equal `out`).
   void all_reduce(const void* in, void* out, std::size_t count, DType dtype,
                   ReduceOp op = ReduceOp::Sum);
+  /// Reduces `in` element-wise across ranks and keeps this rank's part: `in` holds every rank's
+  /// part one after the other (counts[r] elements for rank r), `out` receives counts[rank()]
+  /// elements and must not overlap `in`. Through shared memory each rank reduces only its part;
+  /// over Gloo it is an all_reduce of the whole input and a copy.
+  void reduce_scatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                      DType dtype, ReduceOp op = ReduceOp::Sum);
   /// Concatenates every rank's `count_per_rank` elements of `in` into `out` (size() *
   /// count_per_rank elements), in rank order.
   void all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype);

@@ -13,12 +13,19 @@ namespace groupcoord {
 namespace {
 
 // This rank's equal share of a dim of `size`: (offset, length). The size must divide evenly.
-std::pair<std::int64_t, std::int64_t> equal_share(const comm::OpLabel& where, int dim,
-                                                  std::int64_t size, int rank, int world_size) {
+/// Every rank's length along the scattered dim: equal shares of `size`.
+std::vector<std::int64_t> equal_shares(const comm::OpLabel& where, int dim, std::int64_t size,
+                                       int world_size) {
   GC_CHECK(size % world_size == 0, where, ": size ", size, " of dim ", dim,
            " is not divisible by the world size ", world_size);
-  const std::int64_t length = size / world_size;
-  return {rank * length, length};
+  return std::vector<std::int64_t>(static_cast<std::size_t>(world_size), size / world_size);
+}
+
+/// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
+bool overlap(const void* a, std::size_t a_bytes, const void* b, std::size_t b_bytes) {
+  const auto* x = static_cast<const char*>(a);
+  const auto* y = static_cast<const char*>(b);
+  return a_bytes > 0 && b_bytes > 0 && x < y + b_bytes && y < x + a_bytes;
 }
 
 // Name of inputs[i] in error messages.
@@ -65,10 +72,10 @@ Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim, const Tenso
   ProcessGroup& g = group(where.op);
   comm::check_cpu_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
+  const std::vector<std::int64_t> lengths = equal_shares(where, dim, input.size(d), world_size_);
   comm::check_output(where, out, comm::scattered_shape(input.shape(), d, world_size_),
                      input.dtype(), Device::cpu());
-  return comm::write_into(out, sum_and_slice(g, input, d, share.first, share.second));
+  return sum_and_slice(g, input, d, lengths, out);
 }
 
 Tensor CpuCommunicator::all_gather(const Tensor& input, int dim) {
@@ -105,8 +112,7 @@ Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim) {
   ProcessGroup& g = group(where.op);
   comm::check_cpu_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
-  return sum_and_slice(g, input, d, share.first, share.second);
+  return sum_and_slice(g, input, d, equal_shares(where, dim, input.size(d), world_size_));
 }
 
 Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
@@ -119,11 +125,10 @@ Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
     comm::check_sizes_shape(where, *sizes, world_size_);
     comm::check_sizes_sum(where, *sizes, input.size(d));
   }
-  if (!sizes || comm::sizes_are_uniform(*sizes)) {
-    const auto share = equal_share(where, dim, input.size(d), rank_, world_size_);
-    return sum_and_slice(g, input, d, share.first, share.second);
+  if (!sizes) {
+    return sum_and_slice(g, input, d, equal_shares(where, dim, input.size(d), world_size_));
   }
-  return sum_and_slice(g, input, d, comm::offset_of_rank(*sizes, rank_), (*sizes)[rank_]);
+  return sum_and_slice(g, input, d, *sizes);
 }
 
 std::optional<Tensor> CpuCommunicator::gather(const Tensor& input, int dst, int dim) {
@@ -198,14 +203,35 @@ Tensor CpuCommunicator::gather_varying(ProcessGroup& g, const Tensor& input, int
 }
 
 Tensor CpuCommunicator::sum_and_slice(ProcessGroup& g, const Tensor& input, int dim,
-                                      std::int64_t offset, std::int64_t length) {
-  // The sum is element-wise, so it runs on the input's own layout; only the slice needs the dim,
-  // and narrow() takes it directly (no movedim, hence no wrong-axis bug for dims >= 2).
+                                      const std::vector<std::int64_t>& lengths,
+                                      const Tensor& out) {
   const Tensor in = input.contiguous();
-  Tensor full = Tensor::empty(in.shape(), in.dtype());
-  g.all_reduce(in.data_ptr(), full.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
-               ReduceOp::Sum);
-  return full.narrow(dim, offset, length).clone();
+  const std::int64_t offset = comm::offset_of_rank(lengths, rank_);
+  if (dim != 0) {
+    // The sum is element-wise, so it runs on the input's own layout; only the slice needs the
+    // dim, and narrow() takes it directly (no movedim, hence no wrong-axis bug for dims >= 2).
+    Tensor full = Tensor::empty(in.shape(), in.dtype());
+    g.all_reduce(in.data_ptr(), full.data_ptr(), static_cast<std::size_t>(in.numel()),
+                 in.dtype(), ReduceOp::Sum);
+    const Tensor slice = full.narrow(dim, offset, lengths[rank_]);
+    return out.defined() ? comm::write_into(out, slice) : slice.clone();
+  }
+  // Along dim 0 every rank's slice is a contiguous run of the compact input.
+  std::int64_t row = 1;
+  for (int i = 1; i < in.dim(); ++i) row *= in.size(i);
+  std::vector<std::size_t> counts(lengths.size());
+  for (std::size_t r = 0; r < lengths.size(); ++r) {
+    counts[r] = static_cast<std::size_t>(lengths[r] * row);
+  }
+  Shape shape = in.shape();
+  shape[0] = lengths[rank_];
+  const std::size_t out_bytes = counts[rank_] * in.element_size();
+  // The result goes straight into `out` unless that is strided or overlaps the input.
+  const bool direct = out.defined() && out.is_contiguous() &&
+                      !overlap(out.data_ptr(), out_bytes, in.data_ptr(), in.nbytes());
+  const Tensor result = direct ? out : Tensor::empty(shape, in.dtype());
+  g.reduce_scatter(in.data_ptr(), result.data_ptr(), counts, in.dtype(), ReduceOp::Sum);
+  return out.defined() ? comm::write_into(out, result) : result;
 }
 
 }  // namespace groupcoord

@@ -109,9 +109,12 @@ class CpuCommunicator final : public DeviceCommunicator {
   /// all_gatherv of one validated input with non-uniform `sizes`.
   Tensor gather_varying(ProcessGroup& group, const Tensor& input, int dim,
                         const std::vector<std::int64_t>& sizes);
-  /// Sum across ranks, then rows [offset, offset + length) of the wrapped dim `dim`.
-  Tensor sum_and_slice(ProcessGroup& group, const Tensor& input, int dim, std::int64_t offset,
-                       std::int64_t length);
+  /// Sum across ranks, then this rank's slice of the wrapped dim `dim`, where rank r's slice is
+  /// lengths[r] entries long (they sum to the dim's size), into `out` when given (checked by the
+  /// caller). Along dim 0 it is the group's reduce_scatter (each rank reduces only its slice);
+  /// along other dims an all_reduce of the whole input and a slice.
+  Tensor sum_and_slice(ProcessGroup& group, const Tensor& input, int dim,
+                       const std::vector<std::int64_t>& lengths, const Tensor& out = Tensor());
   /// The naive all-to-all as the gather of the shared dispatch packing (dispatch_inputs.h).
   comm::DispatchGather all2all_gather();
 

@@ -150,6 +150,33 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
               [&] { gloo_allreduce_any(context, out, count, element, fn, tag, s.timeout); });
 }
 
+void ProcessGroup::reduce_scatter(const void* in, void* out,
+                                  const std::vector<std::size_t>& counts, DType dtype,
+                                  ReduceOp op) {
+  State& s = *state_;
+  const std::string& label = s.health->label();
+  GC_CHECK(counts.size() == static_cast<std::size_t>(s.size), label, ": reduce_scatter: ",
+           counts.size(), " counts for a group of ", s.size);
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  const std::size_t mine = counts[s.rank];
+  const std::size_t element = dtype_size(dtype);
+  GC_CHECK(in != nullptr || total == 0, label, ": reduce_scatter: null input with total ", total);
+  GC_CHECK(out != nullptr || mine == 0, label, ": reduce_scatter: null output with count ", mine);
+  GC_CHECK(!overlaps(in, total * element, out, mine * element), label,
+           ": reduce_scatter: the output overlaps the input");
+  std::size_t offset = 0;  // this rank's part of the input, in elements
+  for (int r = 0; r < s.rank; ++r) offset += counts[r];
+  if (s.shm) {
+    auto context = s.acquire("reduce_scatter");
+    if (total == 0) return;
+    return s.shm->reduce_scatter(in, out, counts, dtype, op);
+  }
+  // Gloo: the whole input reduced, then this rank's part kept.
+  std::vector<std::uint8_t> reduced(total * element);
+  all_reduce(in, reduced.data(), total, dtype, op);
+  if (mine > 0) std::memcpy(out, reduced.data() + offset * element, mine * element);
+}
+
 void ProcessGroup::all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype) {
   State& s = *state_;
   const std::string& label = s.health->label();

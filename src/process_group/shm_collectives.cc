@@ -6,6 +6,7 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <numeric>
 #include <random>
 #include <sstream>
 #include <vector>
@@ -233,24 +234,43 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
   }
 }
 
+/// Reduces element ranges of the ranks' slots of one bank, in rank order on every rank (so every
+/// rank that reduces the same range gets bit-identical results).
+class ShmCollectives::SlotReducer {
+ public:
+  SlotReducer(const ShmCollectives& owner, DType dtype, ReduceOp op)
+      : owner_(owner),
+        element_(dtype_size(dtype)),
+        narrow_(narrow_sum(dtype, op)),
+        fn_(narrow_ ? ReduceFunction() : reduce_function(dtype, op)),
+        parts_(static_cast<std::size_t>(owner.size_)) {}
+
+  /// dst[0, n) = reduction over ranks r of slot(bank, r)[from, from + n) (elements).
+  void operator()(void* dst, int bank, std::size_t from, std::size_t n) {
+    const std::size_t skip = from * element_;
+    if (narrow_) {
+      for (int r = 0; r < owner_.size_; ++r) parts_[r] = owner_.slot(bank, r) + skip;
+      return narrow_(dst, parts_, n);
+    }
+    std::memcpy(dst, owner_.slot(bank, 0) + skip, n * element_);
+    for (int r = 1; r < owner_.size_; ++r) fn_(dst, dst, owner_.slot(bank, r) + skip, n);
+  }
+
+  std::size_t element() const { return element_; }
+
+ private:
+  const ShmCollectives& owner_;
+  std::size_t element_;
+  NarrowSum narrow_;
+  ReduceFunction fn_;
+  std::vector<const void*> parts_;
+};
+
 void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DType dtype,
                                 ReduceOp op) {
-  const std::size_t element = dtype_size(dtype);
+  SlotReducer reduce(*this, dtype, op);
+  const std::size_t element = reduce.element();
   const std::size_t per_step = kChunkBytes / element;
-  const NarrowSum narrow = narrow_sum(dtype, op);
-  const ReduceFunction fn = narrow ? ReduceFunction() : reduce_function(dtype, op);
-  std::vector<const void*> parts(size_);
-  // dst[0, n) = reduction over ranks of slot(bank, r)[from, from + n) elements, in rank order on
-  // every rank (identical results everywhere).
-  auto reduce = [&](void* dst, int bank, std::size_t from, std::size_t n) {
-    const std::size_t skip = from * element;
-    if (narrow) {
-      for (int r = 0; r < size_; ++r) parts[r] = slot(bank, r) + skip;
-      return narrow(dst, parts, n);
-    }
-    std::memcpy(dst, slot(bank, 0) + skip, n * element);
-    for (int r = 1; r < size_; ++r) fn(dst, dst, slot(bank, r) + skip, n);
-  };
   const auto* input = static_cast<const std::uint8_t*>(in);
   auto* output = static_cast<std::uint8_t*>(out);
   for (std::size_t first = 0; first < count; first += per_step) {
@@ -279,6 +299,31 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
       const auto [r_from, r_length] = part(r);
       if (r_length > 0) std::memcpy(result + r_from * element, slot(other, r), r_length * element);
     }
+  }
+}
+
+void ShmCollectives::reduce_scatter(const void* in, void* out,
+                                    const std::vector<std::size_t>& counts, DType dtype,
+                                    ReduceOp op) {
+  SlotReducer reduce(*this, dtype, op);
+  const std::size_t element = reduce.element();
+  const std::size_t per_step = kChunkBytes / element;
+  std::size_t mine_from = 0;  // this rank's part of the input, in elements
+  for (int r = 0; r < rank_; ++r) mine_from += counts[r];
+  const std::size_t mine_to = mine_from + counts[rank_];
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  const auto* input = static_cast<const std::uint8_t*>(in);
+  auto* output = static_cast<std::uint8_t*>(out);
+  // One step per chunk of the input: every rank publishes the chunk, then reduces the part of it
+  // that is its own (the first phase of the split all_reduce, without the copy-out phase).
+  for (std::size_t first = 0; first < total; first += per_step) {
+    const std::size_t n = std::min(per_step, total - first);
+    const int bank = begin_step();
+    std::memcpy(slot(bank, rank_), input + first * element, n * element);
+    finish_step("reduce_scatter");
+    const std::size_t from = std::max(first, mine_from);
+    const std::size_t to = std::min(first + n, mine_to);
+    if (from < to) reduce(output + (from - mine_from) * element, bank, from - first, to - from);
   }
 }
 

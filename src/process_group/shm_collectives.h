@@ -76,6 +76,10 @@ class ShmCollectives {
 
   /// out = reduction over ranks of in (count elements); `in` may equal `out`.
   void all_reduce(const void* in, void* out, std::size_t count, DType dtype, ReduceOp op);
+  /// out (counts[rank] elements) = reduction over ranks of this rank's part of `in`, which holds
+  /// every rank's part one after the other (sum of counts elements). `out` must not overlap `in`.
+  void reduce_scatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                      DType dtype, ReduceOp op);
   /// The root's `bytes` bytes at `data` into every rank's `data`.
   void broadcast(void* data, std::size_t bytes, int root);
   /// Rank r's `bytes` bytes from `in` into out[r * bytes, (r + 1) * bytes) on every rank; `in`
@@ -90,6 +94,8 @@ class ShmCollectives {
   void barrier();
 
  private:
+  class SlotReducer;
+
   ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
                  std::chrono::milliseconds timeout, std::unique_ptr<shm::SharedMemory> segment);
 

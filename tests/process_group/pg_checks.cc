@@ -252,6 +252,33 @@ void check_all_gatherv(ProcessGroup& pg, DType dtype, const std::vector<std::siz
   }
 }
 
+void check_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op,
+                          const std::vector<std::size_t>& counts) {
+  const std::size_t element = dtype_size(dtype);
+  const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
+  std::size_t offset = 0;  // this rank's part of the input
+  for (int r = 0; r < pg.rank(); ++r) offset += counts[r];
+  const std::size_t mine = counts[pg.rank()];
+  std::vector<std::uint8_t> in(total * element), out(mine * element, 0xEE);
+  for (std::size_t i = 0; i < total; ++i) {
+    store_value(dtype, in.data(), i, reduce_input(dtype, pg.rank(), i));
+  }
+  const std::vector<std::uint8_t> original = in;
+  pg.reduce_scatter(in.empty() ? nullptr : in.data(), out.empty() ? nullptr : out.data(), counts,
+                    dtype, op);
+  EXPECT_EQ(in, original) << "reduce_scatter modified its input; " << where(pg, dtype, total);
+  for (std::size_t j = 0; j < mine; ++j) {
+    const double expected = reduce_reference(dtype, op, pg.size(), offset + j);
+    const double got = load_value(dtype, out.data(), j);
+    if (got != expected) {
+      ADD_FAILURE() << "reduce_scatter " << reduce_op_name(op) << ", " << where(pg, dtype, total)
+                    << ": element " << j << " of this rank's part is " << got << ", expected "
+                    << expected;
+      return;
+    }
+  }
+}
+
 void check_gather_all_roots(ProcessGroup& pg, DType dtype, std::size_t count) {
   const std::size_t chunk = count * dtype_size(dtype);
   for (int root = 0; root < pg.size(); ++root) {
@@ -301,6 +328,13 @@ void check_all_collectives_small(ProcessGroup& pg) {
     check_all_gatherv(pg, dtype, sizes);
     check_all_gatherv(pg, dtype, with_zeros);
     check_all_gatherv(pg, dtype, all_zero);
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Min, ReduceOp::Max}) {
+      for (std::size_t count : small_counts()) {
+        check_reduce_scatter(pg, dtype, op, std::vector<std::size_t>(n, count));
+      }
+      check_reduce_scatter(pg, dtype, op, sizes);
+      check_reduce_scatter(pg, dtype, op, with_zeros);
+    }
   }
   check_barrier(pg);
 }
@@ -337,6 +371,12 @@ void check_collectives_64mib(ProcessGroup& pg) {
     for (int r = 0; r < pg.size(); ++r) {
       expect_pattern(out.data() + chunk * r, r, chunk, 5, "64 MiB all_gather");
     }
+  }
+  {
+    // Unequal parts, the last rank's the largest, so that the chunks of a step straddle them.
+    std::vector<std::size_t> counts(pg.size(), count / pg.size() - 3);
+    counts.back() += 3 * static_cast<std::size_t>(pg.size());
+    check_reduce_scatter(pg, dtype, ReduceOp::Sum, counts);
   }
 }
 
@@ -554,6 +594,15 @@ void check_bad_arguments(ProcessGroup& pg) {
   expect_invalid("all_gatherv null", [&] {
     pg.all_gatherv(nullptr, out.data(), std::vector<std::size_t>(n, 1), DType::Float32);
   });
+  expect_invalid("reduce_scatter counts", [&] {
+    pg.reduce_scatter(buf.data(), out.data(), std::vector<std::size_t>(n + 1, 1), DType::Float32);
+  });
+  expect_invalid("reduce_scatter null", [&] {
+    pg.reduce_scatter(nullptr, out.data(), std::vector<std::size_t>(n, 1), DType::Float32);
+  });
+  expect_invalid("reduce_scatter overlap", [&] {
+    pg.reduce_scatter(buf.data(), buf.data(), std::vector<std::size_t>(n, 2), DType::Float32);
+  });
   expect_invalid("gather root", [&] { pg.gather(buf.data(), out.data(), 8, DType::Float32, n); });
   expect_invalid("gather null root output",
                  [&] { pg.gather(buf.data(), nullptr, 8, DType::Float32, me); });
@@ -597,6 +646,13 @@ void exercise_subgroup(ProcessGroup& g, const std::vector<int>& members, int wor
   for (int r = 0; r < n; ++r) {
     EXPECT_EQ(gathered[2 * r], members[r]) << "sub-group " << g.name() << " all_gather slot " << r;
   }
+  // reduce_scatter: member q keeps element q of the sum of the members' world-rank vectors.
+  std::vector<std::int32_t> parts(n), part(1, -1);
+  for (int q = 0; q < n; ++q) parts[q] = world_rank * 100 + q;
+  g.reduce_scatter(parts.data(), part.data(), std::vector<std::size_t>(n, 1), DType::Int32);
+  std::int32_t expected_part = 0;
+  for (int m : members) expected_part += m * 100 + g.rank();
+  EXPECT_EQ(part[0], expected_part) << "sub-group " << g.name() << " reduce_scatter";
   // broadcast from the last member.
   std::int32_t root_value = world_rank;
   g.broadcast(&root_value, 1, DType::Int32, n - 1);

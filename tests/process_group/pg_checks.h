@@ -39,13 +39,16 @@ void check_all_reduce(ProcessGroup& pg, DType dtype, ReduceOp op, std::size_t co
                       bool out_of_place);
 void check_all_gather(ProcessGroup& pg, DType dtype, std::size_t count, bool in_place);
 void check_all_gatherv(ProcessGroup& pg, DType dtype, const std::vector<std::size_t>& counts);
+/// reduce_scatter with rank r keeping counts[r] elements, against the sequential reference.
+void check_reduce_scatter(ProcessGroup& pg, DType dtype, ReduceOp op,
+                          const std::vector<std::size_t>& counts);
 void check_gather_all_roots(ProcessGroup& pg, DType dtype, std::size_t count);
 /// Every rank's barrier exit comes after every rank's entry (checked through the group's store).
 void check_barrier(ProcessGroup& pg);
 
 /// All collectives on every dtype at small_counts(), plus all_gatherv with the brief's sizes.
 void check_all_collectives_small(ProcessGroup& pg);
-/// 64 MiB all_reduce (float32), broadcast and all_gather.
+/// 64 MiB all_reduce (float32), broadcast, all_gather and reduce_scatter.
 void check_collectives_64mib(ProcessGroup& pg);
 
 /// Blocking send/recv between neighbours of `nbytes` (0 allowed).
