@@ -1,6 +1,8 @@
 #include "test_support.h"
 
+#include <signal.h>
 #include <stdlib.h>
+#include <sys/wait.h>
 
 #include <exception>
 #include <filesystem>
@@ -25,6 +27,20 @@ TempDir::~TempDir() { remove_tree(path_); }
 void remove_tree(const std::string& path) {
   std::error_code ignored;
   std::filesystem::remove_all(path, ignored);
+}
+
+int wait_child(int pid, std::chrono::milliseconds timeout) {
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
+  int status = 0;
+  while (::waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      ::kill(pid, SIGKILL);
+      ::waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
 }
 
 void run_ranks_on_threads(int n, const std::function<void(int rank)>& fn) {

@@ -3,6 +3,7 @@
 
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <functional>
 #include <optional>
 #include <stdexcept>
@@ -24,6 +25,10 @@ class TempDir {
  private:
   std::string path_;
 };
+
+/// Waits for the forked child `pid` at most `timeout`: its exit code, or -1 when it was killed by
+/// a signal or did not exit in time (it is then killed).
+int wait_child(int pid, std::chrono::milliseconds timeout);
 
 /// Runs fn(rank) on `n` threads and joins them; rethrows the first exception any thread threw.
 void run_ranks_on_threads(int n, const std::function<void(int rank)>& fn);

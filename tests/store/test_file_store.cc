@@ -32,20 +32,6 @@ bool is_directory(const std::string& path) {
 }
 
 /// Waits for `pid` for up to `timeout`; kills it when it overstays. Returns its exit status or -1.
-int wait_child(pid_t pid, std::chrono::milliseconds timeout) {
-  const auto deadline = Clock::now() + timeout;
-  int status = 0;
-  while (::waitpid(pid, &status, WNOHANG) == 0) {
-    if (Clock::now() > deadline) {
-      ::kill(pid, SIGKILL);
-      ::waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(5ms);
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
 TEST(FileStore, CreatesNestedDirectories) {
   testing::TempDir dir;
   const std::string path = dir.path() + "/a/b/c";
@@ -144,7 +130,7 @@ TEST(FileStore, AddIsAtomicAcrossProcesses) {
   }
   FileStore store(dir.path(), 10s);
   for (int j = 0; j < kAdds; ++j) store.add("counter", 1);
-  for (pid_t pid : children) EXPECT_EQ(wait_child(pid, 20s), 0);
+  for (pid_t pid : children) EXPECT_EQ(testing::wait_child(pid, 20s), 0);
   EXPECT_EQ(store.get("counter"), std::to_string((kChildren + 1) * kAdds));
 }
 
