@@ -140,6 +140,10 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
   if (count == 0) return;
   const std::size_t element = dtype_size(dtype);
   const std::size_t nbytes = count * element;
+  // Shared memory reads `in` and writes `out` itself (no copy first), unless they partly overlap.
+  if (s.shm && (in == out || !overlaps(in, nbytes, out, nbytes))) {
+    return s.shm->all_reduce(in, out, count, dtype, op);
+  }
   // Gloo reduces in place; copying first also covers size 1. memmove: `in` may overlap `out`.
   if (in != out) std::memmove(out, in, nbytes);
   if (s.size == 1) return;

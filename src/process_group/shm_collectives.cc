@@ -136,28 +136,49 @@ std::uint8_t* ShmCollectives::slot(int bank, int r) const {
   return base + (static_cast<std::size_t>(bank) * size_ + r) * kChunkBytes;
 }
 
-int ShmCollectives::begin_step() { return static_cast<int>((step_ + 1) % 2); }
+int ShmCollectives::begin_step(const char* op) {
+  // Writing this rank's slot of the bank of step_ + 1 is safe once every rank has finished
+  // reading step_ - 1 (the bank's last use), which it shows by publishing step_. After a full
+  // finish_step that is known; after a step that waited for fewer ranks it may not be yet.
+  if (everyone_reached_ < step_) {
+    wait_until(op, step_, kEveryRank);
+    everyone_reached_ = step_;
+  }
+  return static_cast<int>((step_ + 1) % 2);
+}
 
 void ShmCollectives::finish_step(const char* op) {
-  const std::uint64_t step = ++step_;
+  publish_step();
+  wait_until(op, step_, kEveryRank);
+  everyone_reached_ = step_;
+}
+
+void ShmCollectives::publish_step() {
+  auto* counter = reinterpret_cast<Counter*>(static_cast<std::uint8_t*>(segment_->data()) +
+                                             static_cast<std::size_t>(rank_) * kLine);
+  counter->store(++step_, std::memory_order_release);
+}
+
+void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
   auto* counters = static_cast<std::uint8_t*>(segment_->data());
   auto counter = [&](int r) { return reinterpret_cast<Counter*>(counters + r * kLine); };
-  counter(rank_)->store(step, std::memory_order_release);
-  auto everyone_there = [&] {
+  auto behind = [&](int r) { return counter(r)->load(std::memory_order_acquire) < step; };
+  auto there = [&] {
+    if (only != kEveryRank) return !behind(only);
     for (int r = 0; r < size_; ++r) {
-      if (counter(r)->load(std::memory_order_acquire) < step) return false;
+      if (behind(r)) return false;
     }
     return true;
   };
-  if (everyone_there()) return;  // the common case on a quiet machine: no clock, no backoff
+  if (there()) return;  // the common case on a quiet machine: no clock, no backoff
   const shm::Deadline deadline(timeout_);
   shm::Backoff backoff;
-  while (!everyone_there()) {
+  while (!there()) {
     if (health_->is_destroyed() || health_->is_broken() || deadline.expired()) {
-      if (everyone_there()) return;
+      if (there()) return;
       std::ostringstream missing;
       for (int r = 0; r < size_; ++r) {
-        if (counter(r)->load(std::memory_order_acquire) < step) missing << " " << r;
+        if ((only == kEveryRank || r == only) && behind(r)) missing << " " << r;
       }
       if (health_->is_destroyed() || health_->is_broken()) {
         health_->check_usable(op);  // throws DistributedError with the recorded reason
@@ -174,7 +195,7 @@ void ShmCollectives::finish_step(const char* op) {
 }
 
 void ShmCollectives::barrier() {
-  begin_step();
+  begin_step("barrier");
   finish_step("barrier");
 }
 
@@ -182,10 +203,19 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
   auto* bytes_out = static_cast<std::uint8_t*>(data);
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
-    const int bank = begin_step();
-    if (rank_ == root) std::memcpy(slot(bank, root), bytes_out + offset, n);
-    finish_step("broadcast");
-    if (rank_ != root) std::memcpy(bytes_out + offset, slot(bank, root), n);
+    const int bank = begin_step("broadcast");
+    // Nobody waits for everyone: the root publishes its chunk and goes on (its next use of this
+    // bank, two steps on, waits in begin_step until the readers are done with it); a reader
+    // publishes that it arrived, waits for the root's chunk and copies it. So back-to-back chunks
+    // and calls pipeline.
+    if (rank_ == root) {
+      std::memcpy(slot(bank, root), bytes_out + offset, n);
+      publish_step();
+    } else {
+      publish_step();
+      wait_until("broadcast", step_, root);
+      std::memcpy(bytes_out + offset, slot(bank, root), n);
+    }
   }
 }
 
@@ -202,7 +232,7 @@ void ShmCollectives::all_gatherv(const void* in, void* out,
   const std::size_t longest = *std::max_element(bytes.begin(), bytes.end());
   // Step s moves bytes [s * kChunkBytes, (s + 1) * kChunkBytes) of every rank's part.
   for (std::size_t offset = 0; offset < longest; offset += kChunkBytes) {
-    const int bank = begin_step();
+    const int bank = begin_step("all_gatherv");
     auto piece = [&](int r) {
       return bytes[r] > offset ? std::min(kChunkBytes, bytes[r] - offset) : std::size_t{0};
     };
@@ -224,7 +254,7 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
   auto* gathered = static_cast<std::uint8_t*>(out);
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
-    const int bank = begin_step();
+    const int bank = begin_step(op);
     std::memcpy(slot(bank, rank_), mine + offset, n);
     finish_step(op);
     if (root != kEveryRank && rank_ != root) continue;
@@ -276,7 +306,7 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
   for (std::size_t first = 0; first < count; first += per_step) {
     const std::size_t n = std::min(per_step, count - first);
     std::uint8_t* result = output + first * element;
-    const int bank = begin_step();
+    const int bank = begin_step("all_reduce");
     std::memcpy(slot(bank, rank_), input + first * element, n * element);
     finish_step("all_reduce");
     if (n * element < kSplitReductionBytes) {
@@ -291,7 +321,7 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
       const std::size_t from = std::min(n, r * per_part);
       return std::make_pair(from, std::min(n, from + per_part) - from);
     };
-    const int other = begin_step();
+    const int other = begin_step("all_reduce");
     const auto [from, length] = part(rank_);
     if (length > 0) reduce(slot(other, rank_), bank, from, length);
     finish_step("all_reduce");
@@ -318,7 +348,7 @@ void ShmCollectives::reduce_scatter(const void* in, void* out,
   // that is its own (the first phase of the split all_reduce, without the copy-out phase).
   for (std::size_t first = 0; first < total; first += per_step) {
     const std::size_t n = std::min(per_step, total - first);
-    const int bank = begin_step();
+    const int bank = begin_step("reduce_scatter");
     std::memcpy(slot(bank, rank_), input + first * element, n * element);
     finish_step("reduce_scatter");
     const std::size_t from = std::max(first, mine_from);

@@ -5,10 +5,12 @@
 // Layout (every part 64-byte aligned): one cache line per rank holding that rank's step counter,
 // then two banks of one slot per rank, kChunkBytes each. A collective runs as one or more steps;
 // step k uses bank k % 2. In step k a rank writes its data (if any) into its slot of the bank,
-// publishes k in its counter (release), waits until every rank's counter is >= k (acquire), and
-// reads what it needs from the others' slots. No step needs another wait before writing: a rank
-// that starts step k has seen every counter reach k - 1, and a rank publishes k - 1 only after
-// it finished reading step k - 2, the last user of bank k % 2.
+// publishes k in its counter (release), waits until the ranks it reads from have published k
+// (acquire), and reads their slots. A rank publishes k only after it finished reading step k - 1,
+// so the bank of step k + 1 (last used by step k - 1) is free once every counter is >= k:
+// begin_step() checks that (free after a step that waited for everyone, a wait otherwise).
+// Most steps wait for every rank; broadcast's do not: the root publishes its chunk and goes on,
+// a reader waits for the root only, so chunks and back-to-back calls pipeline.
 //
 // all_reduce of a small chunk takes one step (every rank reduces all of it); from
 // kSplitReductionBytes on it takes two: rank r reduces part r of the chunk into its slot of the
@@ -107,18 +109,27 @@ class ShmCollectives {
   void gather_to(const char* op, const void* in, void* out, std::size_t bytes, int root);
   /// Rank r's slot of `bank`.
   std::uint8_t* slot(int bank, int r) const;
-  /// Starts the next step: returns its bank (this rank then writes its slot).
-  int begin_step();
-  /// Publishes this rank's step and waits for every rank's; throws (and marks the group broken)
-  /// at the deadline. `op` names the collective in the error.
+  /// Starts the next step: returns its bank, which this rank may now write (it waits, if needed,
+  /// until every rank is done with the bank's previous use). `op` names the collective in errors.
+  int begin_step(const char* op);
+  /// Publishes this rank's arrival at the step and waits for every rank's; throws (and marks the
+  /// group broken) at the deadline.
   void finish_step(const char* op);
+  /// Publishes this rank's arrival at the next step without waiting for anyone.
+  void publish_step();
+  /// Waits until rank `only` (kEveryRank: every rank) has published `step`; throws (and marks the
+  /// group broken) at the deadline, naming the ranks that did not.
+  void wait_until(const char* op, std::uint64_t step, int only);
 
   int rank_;
   int size_;
   std::shared_ptr<GroupHealth> health_;
   std::chrono::milliseconds timeout_;
   std::unique_ptr<shm::SharedMemory> segment_;
-  std::uint64_t step_ = 0;  ///< steps completed by this rank
+  std::uint64_t step_ = 0;  ///< steps published by this rank
+  /// Every rank's published step is known to be at least this (after a full finish_step, the
+  /// current step; after a step that waited for one rank only, possibly less).
+  std::uint64_t everyone_reached_ = 0;
 };
 
 }  // namespace groupcoord
