@@ -105,6 +105,10 @@ class ProcessGroup {
   /// run through shared memory: all ranks on one node and none with GROUPCOORD_CPU_SHM=0. Set up
   /// when the group is created; false for groups of one.
   bool uses_shared_memory() const;
+  /// True when, on top of shared memory, large broadcast / all_gather / gather messages are read
+  /// straight from the peers' buffers (one copy; Linux cross-memory attach, agreed by every rank
+  /// at creation; GROUPCOORD_CPU_SINGLE_COPY=0 on any rank turns it off).
+  bool uses_single_copy() const;
 
   // ---- collectives on host memory (every DType; see the collective rule above) -------------
 

@@ -83,6 +83,10 @@ bool overlaps(const void* a, std::size_t a_len, const void* b, std::size_t b_len
 
 bool ProcessGroup::uses_shared_memory() const { return state_->shm != nullptr; }
 
+bool ProcessGroup::uses_single_copy() const {
+  return state_->shm != nullptr && state_->shm->single_copy();
+}
+
 void ProcessGroup::set_up_shared_memory(const char* op) {
   State& s = *state_;
   ShmCollectives::SetupChannel channel;  // Gloo: s.shm is still null while this runs

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -17,6 +18,7 @@
 #include "groupcoord/logging.h"
 #include "process_group/group_health.h"
 #include "process_group/reduce_functions.h"
+#include "core/cross_memory.h"
 #include "core/shared_memory.h"
 #include "core/spin_wait.h"
 
@@ -29,6 +31,21 @@ static_assert(Counter::is_always_lock_free,
               "shared-memory counters need lock-free (address-free) atomics");
 
 constexpr std::size_t kLine = 64;
+
+// A rank's cache line of the header: its step counter, and what peers need to read its memory
+// directly (written at set-up).
+struct RankLine {
+  Counter step;
+  std::uint64_t pid;
+  std::uint64_t probe;  // address of cross_memory_probe() in that process
+};
+static_assert(sizeof(RankLine) <= kLine, "a rank's header fits one cache line");
+
+// What a rank publishes in its slot for a single-copy step: where its buffer is.
+struct BufferAddress {
+  std::uint64_t address;
+  std::uint64_t bytes;
+};
 // Room for the segment's name in the set-up broadcast.
 constexpr std::size_t kNameBytes = 96;
 
@@ -73,11 +90,14 @@ NarrowSum narrow_sum(DType dtype, ReduceOp op) {
   }
 }
 
-// False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
-bool enabled_here() {
-  const char* value = std::getenv("GROUPCOORD_CPU_SHM");
+// False when the environment variable `name` is "0" in this process.
+bool switched_on(const char* name) {
+  const char* value = std::getenv(name);
   return value == nullptr || std::string(value) != "0";
 }
+
+// False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
+bool enabled_here() { return switched_on("GROUPCOORD_CPU_SHM"); }
 
 }  // namespace
 
@@ -111,23 +131,42 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
     segment = std::move(opened.segment);
     ready = segment != nullptr;  // not found: another node
   }
+  if (ready) {
+    auto* line = reinterpret_cast<RankLine*>(static_cast<std::uint8_t*>(segment->data()) +
+                                             static_cast<std::size_t>(rank) * kLine);
+    line->pid = static_cast<std::uint64_t>(::getpid());
+    line->probe = reinterpret_cast<std::uint64_t>(shm::cross_memory_probe());
+  }
   // Every rank has mapped it (or given up) once this returns: the name can go.
   const bool everyone = channel.all_reduce_min(ready ? 1 : 0) == 1;
   if (segment) segment->unlink();
   if (!everyone) return nullptr;
-  GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name, ")");
-  return std::unique_ptr<ShmCollectives>(
-      new ShmCollectives(rank, size, std::move(health), timeout, std::move(segment)));
+  // Single copy for large messages: every rank must be able to read the next one's memory.
+  const auto* next = reinterpret_cast<const RankLine*>(
+      static_cast<const std::uint8_t*>(segment->data()) +
+      static_cast<std::size_t>((rank + 1) % size) * kLine);
+  std::uint64_t probe = 0;
+  const bool readable =
+      switched_on("GROUPCOORD_CPU_SINGLE_COPY") &&
+      shm::read_peer_memory(static_cast<pid_t>(next->pid),
+                            reinterpret_cast<const void*>(next->probe), &probe, sizeof(probe)) &&
+      probe == shm::kCrossMemoryProbe;
+  const bool single_copy = channel.all_reduce_min(readable ? 1 : 0) == 1;
+  GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name,
+         single_copy ? ", single copy for large messages)" : ")");
+  return std::unique_ptr<ShmCollectives>(new ShmCollectives(
+      rank, size, std::move(health), timeout, std::move(segment), single_copy));
 }
 
 ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
                                std::chrono::milliseconds timeout,
-                               std::unique_ptr<shm::SharedMemory> segment)
+                               std::unique_ptr<shm::SharedMemory> segment, bool single_copy)
     : rank_(rank),
       size_(size),
       health_(std::move(health)),
       timeout_(timeout),
-      segment_(std::move(segment)) {}
+      segment_(std::move(segment)),
+      single_copy_(single_copy) {}
 
 ShmCollectives::~ShmCollectives() = default;
 
@@ -201,6 +240,17 @@ void ShmCollectives::barrier() {
 
 void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
   auto* bytes_out = static_cast<std::uint8_t*>(data);
+  if (single_copy_ && bytes >= kSingleCopyBytes) {
+    // The root says where its buffer is; the others read it directly; the root leaves (and may
+    // change its buffer) only once they are done.
+    const int bank = begin_step("broadcast");
+    if (rank_ == root) publish_address(bank, data, bytes);
+    finish_step("broadcast");
+    if (rank_ != root) read_from(root, bank, 0, bytes_out, bytes, "broadcast");
+    begin_step("broadcast");
+    finish_step("broadcast");
+    return;
+  }
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
     const int bank = begin_step("broadcast");
@@ -216,6 +266,29 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
       wait_until("broadcast", step_, root);
       std::memcpy(bytes_out + offset, slot(bank, root), n);
     }
+  }
+}
+
+void ShmCollectives::publish_address(int bank, const void* data, std::size_t bytes) {
+  const BufferAddress address{reinterpret_cast<std::uint64_t>(data), bytes};
+  std::memcpy(slot(bank, rank_), &address, sizeof(address));
+}
+
+void ShmCollectives::read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes,
+                               const char* op) {
+  BufferAddress address{};
+  std::memcpy(&address, slot(bank, r), sizeof(address));
+  GC_ASSERT(offset + bytes <= address.bytes, health_->label(), ": ", op, ": rank ", r,
+            " published ", address.bytes, " bytes, ", offset + bytes, " wanted");
+  const auto* line = reinterpret_cast<const RankLine*>(static_cast<std::uint8_t*>(segment_->data()) +
+                                                       static_cast<std::size_t>(r) * kLine);
+  if (!shm::read_peer_memory(static_cast<pid_t>(line->pid),
+                             reinterpret_cast<const void*>(address.address + offset), dst, bytes)) {
+    const std::string reason = std::string(op) + ": reading rank " + std::to_string(r) +
+                               "'s buffer failed: " + std::strerror(errno) +
+                               " (the process is gone?)";
+    health_->mark_broken(reason);
+    GC_THROW(DistributedError, health_->label(), ": ", reason);
   }
 }
 
@@ -252,6 +325,26 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
                                int root) {
   const auto* mine = static_cast<const std::uint8_t*>(in);
   auto* gathered = static_cast<std::uint8_t*>(out);
+  if (single_copy_ && bytes >= kSingleCopyBytes) {
+    // Every rank says where its part is; the receivers read the others' parts directly; nobody
+    // leaves (and may change its input) before every receiver is done.
+    const int bank = begin_step(op);
+    publish_address(bank, in, bytes);
+    finish_step(op);
+    if (root == kEveryRank || rank_ == root) {
+      for (int r = 0; r < size_; ++r) {
+        std::uint8_t* place = gathered + static_cast<std::size_t>(r) * bytes;
+        if (r != rank_) {
+          read_from(r, bank, 0, place, bytes, op);
+        } else if (place != mine) {
+          std::memcpy(place, mine, bytes);
+        }
+      }
+    }
+    begin_step(op);
+    finish_step(op);
+    return;
+  }
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
     const int bank = begin_step(op);
@@ -300,6 +393,7 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
                                 ReduceOp op) {
   SlotReducer reduce(*this, dtype, op);
   const std::size_t element = reduce.element();
+
   const std::size_t per_step = kChunkBytes / element;
   const auto* input = static_cast<const std::uint8_t*>(in);
   auto* output = static_cast<std::uint8_t*>(out);

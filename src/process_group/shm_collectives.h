@@ -18,6 +18,11 @@
 // (slot 0, then 1, ...), so every rank of the group gets bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
 // uses the group's pairwise kernels (reduce_functions.h).
 //
+// broadcast, all_gather and gather of kSingleCopyBytes (per rank) and more skip the slots when
+// every rank can read the others' memory (core/cross_memory.h, probed at set-up): each rank
+// publishes where its buffer is, the receivers copy straight from it, and a last step keeps every
+// buffer unchanged until its readers are done: one copy instead of two, as Open MPI does.
+//
 // Set-up is collective, over the group's Gloo context, when the group is created:
 // rank 0 creates the segment (owner-only, a unique name), broadcasts the name, the others map it,
 // and the ranks agree (all of them mapped it, none has GROUPCOORD_CPU_SHM=0) before everyone
@@ -57,6 +62,11 @@ class ShmCollectives {
   /// all_reduce chunks from this size on are reduced in parts, one per rank, over two steps
   /// (each rank reduces 1/size of the chunk); smaller ones in one step, each rank reducing all.
   static constexpr std::size_t kSplitReductionBytes = std::size_t{32} << 10;
+  /// broadcast and all_gather / gather of this many bytes (per rank) and more copy straight from
+  /// the peers' buffers (core/cross_memory.h) when every rank can, instead of through the slots.
+  static constexpr std::size_t kSingleCopyBytes = std::size_t{64} << 10;
+  // all_reduce keeps the slots at every size: reading the peers' inputs directly and reducing
+  // was measured no faster here (2 ranks, 256 KiB - 16 MiB), the reduction being the cost.
 
   /// Runs a collective of the group's Gloo path (used for the set-up's name exchange and
   /// agreement): `broadcast(data, bytes, root)` and `all_reduce_min(value)`.
@@ -94,12 +104,15 @@ class ShmCollectives {
   void gather(const void* in, void* out, std::size_t bytes, int root);
   /// Returns once every rank has called it.
   void barrier();
+  /// Whether large broadcast / gather messages are read from the peers' buffers directly.
+  bool single_copy() const { return single_copy_; }
 
  private:
   class SlotReducer;
 
   ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
-                 std::chrono::milliseconds timeout, std::unique_ptr<shm::SharedMemory> segment);
+                 std::chrono::milliseconds timeout, std::unique_ptr<shm::SharedMemory> segment,
+                 bool single_copy);
 
   /// Bytes of the whole segment for `size` ranks.
   static std::size_t segment_bytes(int size);
@@ -120,6 +133,12 @@ class ShmCollectives {
   /// Waits until rank `only` (kEveryRank: every rank) has published `step`; throws (and marks the
   /// group broken) at the deadline, naming the ranks that did not.
   void wait_until(const char* op, std::uint64_t step, int only);
+  /// Single copy: writes where this rank's buffer is into its slot of `bank`.
+  void publish_address(int bank, const void* data, std::size_t bytes);
+  /// Single copy: reads `bytes` at `offset` of the buffer rank `r` published in `bank` into
+  /// `dst`; DistributedError (the group marked broken) when the kernel refuses or `r` is gone.
+  void read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes,
+                 const char* op);
 
   int rank_;
   int size_;
@@ -130,6 +149,9 @@ class ShmCollectives {
   /// Every rank's published step is known to be at least this (after a full finish_step, the
   /// current step; after a step that waited for one rank only, possibly less).
   std::uint64_t everyone_reached_ = 0;
+  /// Every rank can read the others' memory (agreed at set-up; GROUPCOORD_CPU_SINGLE_COPY=0 on
+  /// any rank turns it off).
+  bool single_copy_ = false;
 };
 
 }  // namespace groupcoord

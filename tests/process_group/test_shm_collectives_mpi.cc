@@ -106,6 +106,45 @@ TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
   group->destroy();
 }
 
+TEST_F(ShmCollectivesTest, LargeMessagesAreTheSameThroughSingleCopyAndThroughTheSlots) {
+  // The same large broadcast, all_gather and gather on a group that reads the peers' buffers
+  // directly and on one that goes through the slots (GROUPCOORD_CPU_SINGLE_COPY=0).
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int n = world_size();
+  setenv("GROUPCOORD_CPU_SINGLE_COPY", "0", 1);
+  auto slots = whole_group(*world(), "shm-slots");
+  unsetenv("GROUPCOORD_CPU_SINGLE_COPY");
+  auto direct = whole_group(*world(), "shm-direct");
+  EXPECT_FALSE(slots->uses_single_copy());
+  EXPECT_TRUE(direct->uses_single_copy()) << "cross-memory attach refused on this machine?";
+  for (ProcessGroup* g : {slots.get(), direct.get()}) {
+    const std::size_t per_rank = (300 << 10) / sizeof(std::int32_t) + 3;  // 300 KiB and a bit
+    std::vector<std::int32_t> mine(per_rank), all(per_rank * n, -1);
+    for (std::size_t i = 0; i < per_rank; ++i) mine[i] = rank() * 1000003 + static_cast<int>(i);
+    g->all_gather(mine.data(), all.data(), per_rank, DType::Int32);
+    for (int r = 0; r < n; ++r) {
+      for (std::size_t i = 0; i < per_rank; i += 4099) {
+        ASSERT_EQ(all[r * per_rank + i], r * 1000003 + static_cast<int>(i)) << g->name();
+      }
+      ASSERT_EQ(all[(r + 1) * per_rank - 1], r * 1000003 + static_cast<int>(per_rank - 1));
+    }
+    std::vector<std::int32_t> gathered(rank() == 0 ? per_rank * n : 0, -1);
+    g->gather(mine.data(), gathered.data(), per_rank, DType::Int32, 0);
+    if (rank() == 0) ASSERT_EQ(gathered, all) << g->name();
+    const int root = n - 1;
+    std::vector<std::int64_t> data((1 << 20) / 8 + 5);  // 1 MiB and a bit
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      data[i] = rank() == root ? static_cast<std::int64_t>(i * 7 + 1) : -1;
+    }
+    g->broadcast(data.data(), data.size(), DType::Int64, root);
+    for (std::size_t i = 0; i < data.size(); ++i) {
+      ASSERT_EQ(data[i], static_cast<std::int64_t>(i * 7 + 1)) << g->name() << " element " << i;
+    }
+  }
+  slots->destroy();
+  direct->destroy();
+}
+
 TEST_F(ShmCollectivesTest, NarrowFloatSumsAccumulateInFloatAndRoundOnce) {
   // Rank 0 adds a large value, every other rank 1: rounding after each pair would lose every 1
   // (at 256, bf16's spacing is 2; at 2048, fp16's is 2); one rounding of the float sum keeps them.
