@@ -6,7 +6,9 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
+#include <random>
 
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -106,6 +108,18 @@ void SharedMemory::unlink() {
   if (::shm_unlink(name_.c_str()) != 0 && errno != ENOENT) {
     GC_LOG(Warn, "shared memory: unlink of '", name_, "' failed: ", errno_text(errno));
   }
+}
+
+std::uint64_t random_token() {
+  std::random_device device;
+  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
+}
+
+std::string unique_segment_name(const std::string& stem) {
+  char suffix[48];
+  std::snprintf(suffix, sizeof suffix, "-%d-%016llx", static_cast<int>(::getpid()),
+                static_cast<unsigned long long>(random_token()));
+  return stem + suffix;
 }
 
 }  // namespace shm

@@ -5,6 +5,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <cstdint>
 #include <string>
 
 namespace groupcoord {
@@ -59,6 +60,13 @@ class SharedMemory {
   bool is_creator_;
   bool unlinked_;
 };
+
+/// 64 random bits (std::random_device).
+std::uint64_t random_token();
+
+/// A fresh segment name: `stem` + "-<pid>-<64 random bits in hex>", unique per process and call
+/// (`stem` starts with '/', e.g. "/gccpu").
+std::string unique_segment_name(const std::string& stem);
 
 }  // namespace shm
 }  // namespace groupcoord

@@ -8,7 +8,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <numeric>
-#include <random>
 #include <sstream>
 #include <vector>
 
@@ -50,14 +49,6 @@ struct BufferAddress {
 constexpr std::size_t kNameBytes = 96;
 
 std::size_t header_bytes(int size) { return static_cast<std::size_t>(size) * kLine; }
-
-// "/gccpu-<pid>-<random>": unique per creation (the name is unlinked during set-up anyway).
-std::string segment_name() {
-  std::random_device device;
-  std::ostringstream name;
-  name << "/gccpu-" << ::getpid() << "-" << std::hex << device() << device();
-  return name.str();
-}
 
 // out[i] = sum over parts of parts[p][i], accumulated in float and rounded once (fp16, bf16,
 // fp8): the same result on every rank, and closer to the exact sum than rounding per pair.
@@ -116,7 +107,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
   std::unique_ptr<shm::SharedMemory> segment;
   if (rank == 0 && enabled_here()) {
     try {
-      const std::string created = segment_name();
+      const std::string created = shm::unique_segment_name("/gccpu");  // unlinked at set-up
       segment = shm::SharedMemory::create(created, segment_bytes(size));
       std::strncpy(name, created.c_str(), kNameBytes - 1);
     } catch (const std::exception& e) {

@@ -4,7 +4,6 @@
 
 #include <cstdio>
 #include <cstring>
-#include <random>
 
 #include "groupcoord/prefix_store.h"
 #include "groupcoord/process_group.h"
@@ -78,11 +77,6 @@ bool handle_is_valid(const QueueHandle& handle) {
          std::memchr(handle.error, '\0', sizeof handle.error) != nullptr;
 }
 
-std::uint64_t random_token() {
-  std::random_device device;
-  return (static_cast<std::uint64_t>(device()) << 32) ^ device();
-}
-
 std::string make_segment_name(const ProcessGroup& group) {
   std::string scope = group.name();
   if (auto* prefixed = dynamic_cast<const PrefixStore*>(group.store().get())) {
@@ -92,11 +86,9 @@ std::string make_segment_name(const ProcessGroup& group) {
 }
 
 std::string make_segment_name(const std::string& scope) {
-  char name[80];
-  std::snprintf(name, sizeof name, "/gcmq-%08x-%d-%016llx",
-                static_cast<unsigned>(fnv1a(scope) & 0xffffffffu), static_cast<int>(::getpid()),
-                static_cast<unsigned long long>(random_token()));
-  return name;
+  char stem[16];
+  std::snprintf(stem, sizeof stem, "/gcmq-%08x", static_cast<unsigned>(fnv1a(scope) & 0xffffffffu));
+  return unique_segment_name(stem);
 }
 
 }  // namespace shm

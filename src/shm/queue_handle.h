@@ -7,6 +7,8 @@
 #include <cstdint>
 #include <string>
 
+#include "core/shared_memory.h"  // random_token, unique_segment_name
+
 namespace groupcoord {
 
 class ProcessGroup;
@@ -58,8 +60,6 @@ bool handle_is_valid(const QueueHandle& handle);
 std::string make_segment_name(const ProcessGroup& group);
 /// The same for a writer outside any group: `scope` (e.g. "standalone") replaces the group.
 std::string make_segment_name(const std::string& scope);
-/// 64 random bits (std::random_device).
-std::uint64_t random_token();
 
 }  // namespace shm
 }  // namespace groupcoord
