@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <chrono>
+#include <string>
 #include <thread>
 
 #include "cuda_fixture.h"
@@ -19,6 +20,24 @@ namespace testing {
 namespace {
 
 class CudaFailures : public CudaCommTest {};
+
+// Sets `key` in the store when the waiting rank leaves its branch, however it leaves it, so that
+// the other rank (which stopped taking part) goes on to the teardown.
+class SignalOnExit {
+ public:
+  SignalOnExit(Store& store, std::string key, bool waiting)
+      : store_(store), key_(std::move(key)), waiting_(waiting) {}
+  ~SignalOnExit() {
+    if (waiting_) store_.set(key_, "1");
+  }
+  SignalOnExit(const SignalOnExit&) = delete;
+  SignalOnExit& operator=(const SignalOnExit&) = delete;
+
+ private:
+  Store& store_;
+  std::string key_;
+  bool waiting_;
+};
 
 using Clock = std::chrono::steady_clock;
 
@@ -69,14 +88,7 @@ TEST_F(CudaFailures, APeerThatStopsMakesTheOtherRankTimeOut) {
   // Warm up: every rank takes part once, so the failure below is about the missing peer only.
   EXPECT_EQ(host_values(c->all_reduce(x))[0], world_size());
   const bool waiting_rank = c->rank_in_group() == 0;
-  // Tells the other rank to go on, however the waiting rank leaves its branch.
-  struct Done {
-    Store& store;
-    bool waiting;
-    ~Done() {
-      if (waiting) store.set("hang/done", "1");
-    }
-  } done{*store(), waiting_rank};
+  SignalOnExit done(*store(), "hang/done", waiting_rank);
   if (waiting_rank) {
     const auto start = Clock::now();
     try {
@@ -123,13 +135,7 @@ TEST_F(CudaFailures, APeerThatStopsDrainsTheCallersOwnStreamWait) {
   c->all_reduce(x, out);
   EXPECT_EQ(host_values(out)[0], world_size());
   const bool waiting_rank = c->rank_in_group() == 0;
-  struct Done {
-    Store& store;
-    bool waiting;
-    ~Done() {
-      if (waiting) store.set("fast/done", "1");
-    }
-  } done{*store(), waiting_rank};
+  SignalOnExit done(*store(), "fast/done", waiting_rank);
   if (waiting_rank) {
     const auto start = Clock::now();
     for (int i = 0; i < 3; ++i) c->all_reduce(x, out);  // the peer joins none of them
@@ -164,13 +170,7 @@ TEST_F(CudaFailures, APeerThatNeverJoinsTheFirstCallMakesTheOtherRankTimeOut) {
   std::unique_ptr<CudaCommunicator> c = make_communicator("cudatest-cold", kTimeout);
   const Tensor x = device_floats({1 << 16}, device(), [](std::int64_t) { return 1; });
   const bool waiting_rank = c->rank_in_group() == 0;
-  struct Done {
-    Store& store;
-    bool waiting;
-    ~Done() {
-      if (waiting) store.set("cold/done", "1");
-    }
-  } done{*store(), waiting_rank};
+  SignalOnExit done(*store(), "cold/done", waiting_rank);
   if (waiting_rank) {
     const auto start = Clock::now();
     try {

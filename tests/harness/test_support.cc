@@ -1,5 +1,6 @@
 #include "test_support.h"
 
+#include <dirent.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <sys/wait.h>
@@ -41,6 +42,20 @@ int wait_child(int pid, std::chrono::milliseconds timeout) {
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
   }
   return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+std::vector<std::string> shm_segments_of(const std::vector<long>& pids, const std::string& prefix) {
+  std::vector<std::string> found;
+  DIR* dir = ::opendir("/dev/shm");
+  if (dir == nullptr) return found;
+  while (dirent* entry = ::readdir(dir)) {
+    const std::string name = entry->d_name;
+    for (long pid : pids) {
+      if (name.rfind(prefix + std::to_string(pid) + "-", 0) == 0) found.push_back(name);
+    }
+  }
+  ::closedir(dir);
+  return found;
 }
 
 void run_ranks_on_threads(int n, const std::function<void(int rank)>& fn) {

@@ -30,6 +30,10 @@ class TempDir {
 /// a signal or did not exit in time (it is then killed).
 int wait_child(int pid, std::chrono::milliseconds timeout);
 
+/// Names in /dev/shm that start with "<prefix><pid>-" for one of `pids` (segments a process made
+/// and left behind; e.g. prefix "gccpu-" for the CPU collectives').
+std::vector<std::string> shm_segments_of(const std::vector<long>& pids, const std::string& prefix);
+
 /// Runs fn(rank) on `n` threads and joins them; rethrows the first exception any thread threw.
 void run_ranks_on_threads(int n, const std::function<void(int rank)>& fn);
 

@@ -2,7 +2,6 @@
 // under mpirun at world sizes 1, 2 and 4 (all ranks on this node). pg_checks.cc's collective
 // checks (every dtype, 64 MiB, sub-groups, an absent rank) run on this path too, since it is on by
 // default; these tests pin what is specific to it.
-#include <dirent.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -14,27 +13,13 @@
 #include "groupcoord/half.h"
 #include "groupcoord/process_group.h"
 #include "multi_process_test.h"
+#include "test_support.h"
 
 namespace groupcoord {
 namespace testing {
 namespace {
 
 class ShmCollectivesTest : public MultiProcessTest {};
-
-// Names in /dev/shm of the transport's segments ("gccpu-<pid>-...") made by this job's ranks.
-std::vector<std::string> leftover_segments(const std::vector<long>& pids) {
-  std::vector<std::string> found;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return found;
-  while (dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    for (long pid : pids) {
-      if (name.rfind("gccpu-" + std::to_string(pid) + "-", 0) == 0) found.push_back(name);
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
 
 std::vector<long> job_pids(ProcessGroup& world) {
   std::vector<std::int64_t> pids(world.size());
@@ -57,7 +42,7 @@ TEST_F(ShmCollectivesTest, SetUpWithTheGroupAndNoNameLeftBehind) {
   EXPECT_EQ(group->uses_shared_memory(), world_size() > 1);
   EXPECT_EQ(world()->uses_shared_memory(), world_size() > 1);
   world()->barrier();
-  EXPECT_TRUE(leftover_segments(job_pids(*world())).empty())
+  EXPECT_TRUE(shm_segments_of(job_pids(*world()), "gccpu-").empty())
       << "the segment's name is unlinked once every rank mapped it";
   group->destroy();
 }

@@ -4,7 +4,6 @@
 // group's timeout, naming the group and the missing rank: TimeoutError when it was waiting for the
 // peer's step, DistributedError when it was reading the peer's buffer directly (single copy) and
 // the kernel said the process is gone. No segment of either process may be left in /dev/shm.
-#include <dirent.h>
 #include <signal.h>
 #include <unistd.h>
 
@@ -66,20 +65,6 @@ bool exists(const std::string& path) { return std::ifstream(path).good(); }
   ::_exit(code);
 }
 
-std::vector<std::string> segments_of(const std::vector<pid_t>& pids) {
-  std::vector<std::string> found;
-  DIR* dir = ::opendir("/dev/shm");
-  if (dir == nullptr) return found;
-  while (dirent* entry = ::readdir(dir)) {
-    const std::string name = entry->d_name;
-    for (pid_t pid : pids) {
-      if (name.rfind("gccpu-" + std::to_string(pid) + "-", 0) == 0) found.push_back(name);
-    }
-  }
-  ::closedir(dir);
-  return found;
-}
-
 TEST(ShmKilledPeer, TheSurvivorRaisesWithinTheTimeoutAndNoSegmentIsLeft) {
   // Fork before this process has any thread.
   testing::TempDir dir;
@@ -108,7 +93,8 @@ TEST(ShmKilledPeer, TheSurvivorRaisesWithinTheTimeoutAndNoSegmentIsLeft) {
       << "exit codes: 2 no shared memory, 3 another error, 4 an error not naming the group and "
          "rank 1, -1 hung";
   EXPECT_LT(took, kTimeout + std::chrono::seconds(2)) << "raised late";
-  EXPECT_TRUE(segments_of(children).empty()) << "a segment was left in /dev/shm";
+  const std::vector<long> pids(children.begin(), children.end());
+  EXPECT_TRUE(testing::shm_segments_of(pids, "gccpu-").empty()) << "a segment was left in /dev/shm";
 }
 
 }  // namespace
