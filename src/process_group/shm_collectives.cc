@@ -366,8 +366,9 @@ class ShmCollectives::SlotReducer {
       for (int r = 0; r < owner_.size_; ++r) parts_[r] = owner_.slot(bank, r) + skip;
       return narrow_(dst, parts_, n);
     }
-    std::memcpy(dst, owner_.slot(bank, 0) + skip, n * element_);
-    for (int r = 1; r < owner_.size_; ++r) fn_(dst, dst, owner_.slot(bank, r) + skip, n);
+    // The first pair straight into dst (one pass fewer than copying slot 0 first).
+    fn_(dst, owner_.slot(bank, 0) + skip, owner_.slot(bank, 1) + skip, n);
+    for (int r = 2; r < owner_.size_; ++r) fn_(dst, dst, owner_.slot(bank, r) + skip, n);
   }
 
   std::size_t element() const { return element_; }
