@@ -3,6 +3,7 @@
 #include <cstdlib>
 
 #include "bootstrap/env_parse.h"
+#include "groupcoord/check.h"
 
 namespace groupcoord {
 
@@ -18,6 +19,18 @@ EnvLookup process_env() {
 }
 
 namespace {
+
+// A launcher's rank and size variables come together: one without the other is a broken launch
+// (torch raises too), not a world of one.
+void check_pair(const EnvLookup& env, const char* rank_name, const char* size_name) {
+  const bool has_rank = env(rank_name).has_value();
+  const bool has_size = env(size_name).has_value();
+  if (has_rank == has_size) return;
+  const char* set = has_rank ? rank_name : size_name;
+  const char* missing = has_rank ? size_name : rank_name;
+  GC_THROW(std::invalid_argument, set, " is set (", env(set).value_or(""), ") but ", missing,
+           " is not: a launcher sets both; set ", missing, " or unset ", set);
+}
 
 // torchrun and anything else that follows torch.distributed's env:// convention.
 bool read_torchrun(const EnvLookup& env, LauncherEnv& out) {
@@ -82,6 +95,9 @@ bool read_slurm(const EnvLookup& env, LauncherEnv& out) {
 }  // namespace
 
 LauncherEnv detect_launcher(const EnvLookup& env) {
+  check_pair(env, "RANK", "WORLD_SIZE");
+  check_pair(env, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE");
+  check_pair(env, "PMI_RANK", "PMI_SIZE");
   LauncherEnv out;
   if (!read_torchrun(env, out) && !read_openmpi(env, out) && !read_mpich(env, out)) {
     read_slurm(env, out);

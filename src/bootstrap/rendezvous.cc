@@ -1,5 +1,7 @@
 #include "groupcoord/rendezvous.h"
 
+#include <algorithm>
+#include <chrono>
 #include <map>
 #include <mutex>
 #include <string>
@@ -64,13 +66,51 @@ std::shared_ptr<Store> connect_tcp_store(const std::string& host, int port, int 
   return TcpStore::create(options);
 }
 
-// Rank 0 waits for every rank's "joined" key so it knows all clients reached the TCP store.
-void wait_for_all_ranks(Store& store, int rank, int world_size, std::chrono::milliseconds timeout) {
+// How often a rank 0 still waiting for peers says who is missing.
+constexpr std::chrono::seconds kProgressEvery{10};
+
+// "[1, 3]": the ranks whose "joined" key is not in the store yet.
+std::string missing_ranks(Store& store, int world_size) {
+  std::string list;
+  for (int r = 0; r < world_size; ++r) {
+    if (store.check({kJoinedPrefix + std::to_string(r)})) continue;
+    list += (list.empty() ? "" : ", ") + std::to_string(r);
+  }
+  return "[" + list + "]";
+}
+
+// Rank 0 waits for every rank's "joined" key so it knows all clients reached the store. While it
+// waits it says every kProgressEvery which ranks are missing, and a timeout names them (not the
+// store keys). `where` names the store for the user ("127.0.0.1:29600", a directory).
+void wait_for_all_ranks(Store& store, int rank, int world_size, std::chrono::milliseconds timeout,
+                        const std::string& where) {
   store.set(kJoinedPrefix + std::to_string(rank), "1");
   if (rank != 0) return;
   std::vector<std::string> keys;
   for (int r = 0; r < world_size; ++r) keys.push_back(kJoinedPrefix + std::to_string(r));
-  store.wait(keys, timeout);
+  const auto start = std::chrono::steady_clock::now();
+  for (;;) {
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::steady_clock::now() - start);
+    const auto slice = std::min<std::chrono::milliseconds>(kProgressEvery, timeout - waited);
+    try {
+      store.wait(keys, std::max(slice, std::chrono::milliseconds(0)));
+      return;
+    } catch (const TimeoutError&) {
+      const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+          std::chrono::steady_clock::now() - start);
+      const std::string missing = missing_ranks(store, world_size);
+      if (now >= timeout) {
+        GC_THROW(TimeoutError, "rendezvous: rank(s) ", missing, " of ", world_size,
+                 " never joined at ", where, " within ", timeout.count(),
+                 " ms (were they started, with the same MASTER_ADDR / MASTER_PORT or init "
+                 "method, and the same world size?)");
+      }
+      GC_LOG(Warn, "rendezvous: waiting for rank(s) ", missing, " of ", world_size, " at ",
+             where, ", ", now.count(), " s of ",
+             std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), " s");
+    }
+  }
 }
 
 // How many single-node rendezvous this rank of this job has started in this process. Every rank
@@ -114,7 +154,7 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
     int port = std::stoi(address.substr(colon + 1));
     store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout);
   }
-  wait_for_all_ranks(*store, out.rank, out.world_size, timeout);
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout, "the single-node store of " + dir);
   if (out.rank == 0) FileStore::remove_directory(dir);
   out.description = "single-node rendezvous via " + dir;
   return store;
@@ -123,7 +163,8 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
 std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, RendezvousResult& out,
                                       std::chrono::milliseconds timeout) {
   auto store = connect_tcp_store(host, port, out.rank, timeout);
-  wait_for_all_ranks(*store, out.rank, out.world_size, timeout);
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout,
+                     host + ":" + std::to_string(port));
   out.description = "tcp store at " + host + ":" + std::to_string(port);
   return store;
 }
@@ -165,7 +206,8 @@ RendezvousResult rendezvous(const RendezvousOptions& options, const EnvLookup& e
       break;
     case InitMethod::Kind::File:
       out.store = std::make_shared<FileStore>(method.path, options.timeout);
-      wait_for_all_ranks(*out.store, out.rank, out.world_size, options.timeout);
+      wait_for_all_ranks(*out.store, out.rank, out.world_size, options.timeout,
+                         "the file store " + method.path);
       out.single_node = launcher.single_node() || out.world_size == 1;
       out.description = "file store at " + method.path;
       break;

@@ -106,5 +106,23 @@ TEST(LauncherEnv, MalformedNumbersNameTheVariable) {
   EXPECT_THROW(detect_launcher(fake_env({{"MASTER_PORT", "29500x"}})), std::invalid_argument);
 }
 
+TEST(LauncherEnv, HalfSetVariablesNameTheMissingOne) {
+  // torch raises "WORLD_SIZE expected, but not set"; silently becoming rank 0 of 1 would not.
+  const std::pair<const char*, const char*> pairs[] = {{"RANK", "WORLD_SIZE"},
+                                                       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+                                                       {"PMI_RANK", "PMI_SIZE"}};
+  for (const auto& [rank, size] : pairs) {
+    for (const char* set : {rank, size}) {
+      const std::string missing = set == rank ? size : rank;
+      try {
+        detect_launcher(fake_env({{set, "1"}}));
+        ADD_FAILURE() << set << " alone was accepted";
+      } catch (const std::invalid_argument& e) {
+        EXPECT_NE(std::string(e.what()).find(missing + " is not"), std::string::npos) << e.what();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace groupcoord

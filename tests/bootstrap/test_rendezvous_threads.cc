@@ -3,11 +3,14 @@
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
 #include <map>
 #include <stdexcept>
 #include <string>
@@ -15,6 +18,7 @@
 
 #include "fake_env.h"
 #include "groupcoord/errors.h"
+#include "groupcoord/logging.h"
 #include "groupcoord/rendezvous.h"
 #include "test_support.h"
 
@@ -196,6 +200,51 @@ TEST(RendezvousThreads, MissingPeerTimesOutWithAClearMessage) {
     EXPECT_NE(std::string(e.what()).find("rank 0"), std::string::npos) << e.what();
   }
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+// Rank 0 waiting for a peer that never comes says every 10 s which ranks are missing (at the
+// default log level) and its timeout names them, not the store's keys.
+TEST(RendezvousThreads, RankZeroWaitingForAPeerSaysWhoIsMissing) {
+  TempDir dir;
+  const std::string log_path = dir.path() + "/stderr";
+  const int port = free_port();
+  RendezvousOptions options;
+  options.init_method = "tcp://127.0.0.1:" + std::to_string(port);
+  options.world_size = 3;
+  options.rank = 0;
+  options.timeout = std::chrono::milliseconds(10500);  // one progress line, then the timeout
+  set_log_level(LogLevel::Warn);
+  std::string message;
+  std::fflush(stderr);
+  const int saved_stderr = ::dup(2);
+  const int log_fd = ::open(log_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0600);
+  ::dup2(log_fd, 2);
+  std::thread rank_two([&] {
+    // Rank 2 joins (and leaves at once: only rank 0 waits); rank 1 never does.
+    RendezvousOptions joiner = options;
+    joiner.rank = 2;
+    try {
+      rendezvous(joiner, fake_env({}));
+    } catch (const std::exception&) {
+    }
+  });
+  try {
+    rendezvous(options, fake_env({}));
+  } catch (const TimeoutError& e) {
+    message = e.what();
+  }
+  rank_two.join();
+  std::fflush(stderr);
+  ::dup2(saved_stderr, 2);
+  ::close(saved_stderr);
+  ::close(log_fd);
+  EXPECT_NE(message.find("rank(s) [1] of 3 never joined"), std::string::npos) << message;
+  EXPECT_EQ(message.find("groupcoord/rendezvous"), std::string::npos) << "names a store key";
+  std::ifstream log(log_path);
+  const std::string logged((std::istreambuf_iterator<char>(log)), std::istreambuf_iterator<char>());
+  EXPECT_NE(logged.find("waiting for rank(s) [1] of 3 at 127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << logged;
 }
 
 TEST(RendezvousThreads, BadArgumentsAreRejected) {
