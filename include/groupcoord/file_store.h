@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/store.h"
 
 namespace groupcoord {
@@ -25,7 +26,7 @@ class FileStore : public Store {
   /// Opens (creating it and its parents if needed) the store in `directory`.
   /// Throws std::invalid_argument for an empty path, DistributedError when the directory or its
   /// lock file cannot be created.
-  explicit FileStore(std::string directory, std::chrono::milliseconds timeout = kDefaultTimeout);
+  explicit FileStore(std::string directory, std::chrono::milliseconds timeout = default_timeout());
   ~FileStore() override;
 
   using Store::wait;

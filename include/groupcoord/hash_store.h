@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/store.h"
 
 namespace groupcoord {
@@ -19,7 +20,7 @@ namespace groupcoord {
 class HashStore : public Store {
  public:
   /// An empty store whose get() and wait() give up after `timeout`.
-  explicit HashStore(std::chrono::milliseconds timeout = kDefaultTimeout);
+  explicit HashStore(std::chrono::milliseconds timeout = default_timeout());
   ~HashStore() override;
 
   using Store::wait;

@@ -44,6 +44,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/bytes.h"
 #include "groupcoord/process_group.h"
 
@@ -55,7 +56,7 @@ class MessageQueue {
   struct Impl;  ///< Private implementation (src/shm/message_queue_impl.h).
 
   /// Default of `timeout` for queues made outside a group (create(), create_from_handle()).
-  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
+  static constexpr std::chrono::milliseconds kDefaultTimeout = kBuiltinTimeout;
 
   /// vLLM's Handle: what a reader needs to attach to a queue (its local readers only; remote
   /// readers are not supported). Plain data; to_bytes() / from_bytes() carry it between
@@ -88,10 +89,10 @@ class MessageQueue {
   /// queue without ring whose enqueue() does nothing (as vLLM). `timeout` is default_timeout().
   /// Throws std::invalid_argument for bad sizes or ranks, DistributedError when the segment
   /// cannot be created (e.g. /dev/shm full).
-  static std::unique_ptr<MessageQueue> create(std::size_t n_reader, std::size_t max_chunk_bytes,
-                                              std::size_t max_chunks,
-                                              std::vector<int> reader_ranks = {},
-                                              std::chrono::milliseconds timeout = kDefaultTimeout);
+  static std::unique_ptr<MessageQueue> create(
+      std::size_t n_reader, std::size_t max_chunk_bytes, std::size_t max_chunks,
+      std::vector<int> reader_ranks = {},
+      std::chrono::milliseconds timeout = groupcoord::default_timeout());
 
   /// vLLM's export_handle(): the handle of a queue made by create() (to hand to its readers), or
   /// the one a reader was made from. Throws std::invalid_argument for queues made collectively
@@ -106,7 +107,8 @@ class MessageQueue {
   /// readers are not supported), DistributedError when the segment does not exist (the writer is
   /// gone, or on another node) or does not match the handle.
   static std::unique_ptr<MessageQueue> create_from_handle(
-      const Handle& handle, int rank, std::chrono::milliseconds timeout = kDefaultTimeout);
+      const Handle& handle, int rank,
+      std::chrono::milliseconds timeout = groupcoord::default_timeout());
 
   /// Collective over every rank of `group` (same arguments everywhere, in the same order as the
   /// group's other collectives): group rank `writer_rank` creates the segment and sends its

@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/group_coordinator.h"
 
 namespace groupcoord {
@@ -34,7 +35,7 @@ namespace groupcoord {
 void init_distributed_environment(int world_size = -1, int rank = -1,
                                   const std::string& distributed_init_method = "env://",
                                   int local_rank = -1, const std::string& backend = "",
-                                  std::chrono::milliseconds timeout = std::chrono::seconds(300));
+                                  std::chrono::milliseconds timeout = default_timeout());
 
 /// Collective over all world ranks: creates the coordinators "tp", "dcp", "pcp", "pp", "dp" and
 /// "ep", in that order (vLLM's), with device communicators; `backend` "" uses the world group's.

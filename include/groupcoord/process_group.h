@@ -33,6 +33,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/dtype.h"
 #include "groupcoord/reduce_op.h"
 #include "groupcoord/store.h"
@@ -45,7 +46,7 @@ class ShmCollectives;
 /// How a ProcessGroup is created.
 struct ProcessGroupOptions {
   /// Deadline of every operation of the group: rendezvous, collectives, send/recv waits.
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds timeout = default_timeout();
   /// Name used in every error message, e.g. "world", "tp:0". new_group() derives one from the
   /// parent's name when empty.
   std::string name;

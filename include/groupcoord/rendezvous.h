@@ -22,6 +22,7 @@
 #include <memory>
 #include <string>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/launcher_env.h"
 #include "groupcoord/store.h"
 
@@ -35,7 +36,7 @@ struct RendezvousOptions {
   int world_size = -1;
   int rank = -1;
   int local_rank = -1;
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};  ///< store waits and connects
+  std::chrono::milliseconds timeout = default_timeout();  ///< store waits and connects
 };
 
 /// Result of a rendezvous: who this process is and the world store.

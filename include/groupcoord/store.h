@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/bytes.h"
 
 namespace groupcoord {
@@ -17,9 +18,9 @@ namespace groupcoord {
 class Store {
  public:
   /// Timeout used by get() and wait() when no explicit timeout is given.
-  static constexpr std::chrono::milliseconds kDefaultTimeout{std::chrono::seconds(300)};
+  static constexpr std::chrono::milliseconds kDefaultTimeout = kBuiltinTimeout;
 
-  explicit Store(std::chrono::milliseconds timeout = kDefaultTimeout) : timeout_(timeout) {}
+  explicit Store(std::chrono::milliseconds timeout = default_timeout()) : timeout_(timeout) {}
   virtual ~Store() = default;
   Store(const Store&) = delete;
   Store& operator=(const Store&) = delete;

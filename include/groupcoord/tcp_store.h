@@ -20,6 +20,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/store.h"
 
 namespace groupcoord {
@@ -81,7 +82,7 @@ struct TcpStoreOptions {
   /// loopback name or address (127.x, localhost, ::1), else "0.0.0.0" (every interface).
   std::string bind_address;
   /// Default deadline of get() and wait().
-  std::chrono::milliseconds timeout = Store::kDefaultTimeout;
+  std::chrono::milliseconds timeout = default_timeout();
   /// How long to keep retrying the connection while the server is not up yet.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(60);
 };
@@ -98,7 +99,7 @@ class TcpStore : public Store {
   /// Connects to host:port, retrying with backoff until `connect_timeout` passes; then throws
   /// TimeoutError naming host:port. Throws std::invalid_argument for an empty host or a port
   /// outside 1..65535, DistributedError when the server refuses the handshake.
-  TcpStore(std::string host, int port, std::chrono::milliseconds timeout = kDefaultTimeout,
+  TcpStore(std::string host, int port, std::chrono::milliseconds timeout = default_timeout(),
            std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout);
   /// Closes the connection (and stops the server, when create() started one here and no
   /// other reference keeps this store alive).

@@ -7,6 +7,7 @@
 #include <memory>
 #include <string>
 
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/process_group.h"
 #include "groupcoord/rendezvous.h"
 #include "groupcoord/store.h"
@@ -20,7 +21,7 @@ struct WorldOptions {
   int rank = -1;        ///< -1: from the launcher
   int local_rank = -1;  ///< -1: from the launcher, else the rank on a single node
   /// Deadline of the rendezvous and default timeout of every group created later.
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds timeout = default_timeout();
 };
 
 /// Collective over all world ranks: rendezvous, then the world Gloo group. Throws

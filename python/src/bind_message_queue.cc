@@ -4,6 +4,7 @@
 
 #include "bindings.h"
 #include "blocking_call.h"
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/check.h"
 #include "pickle_codec.h"
 #include "py_message_queue.h"
@@ -60,7 +61,7 @@ QueuePtr construct(std::size_t n_reader, std::size_t n_local_reader,
   GC_CHECK(n_local_reader == n_reader, what, ": n_reader ", n_reader, " != n_local_reader ",
            n_local_reader, ": readers on other nodes are not supported");
   (void)connect_ip;  // vLLM binds its remote readers' socket there; there are none here
-  const auto bound = timeout_from_python(timeout, what).value_or(MessageQueue::kDefaultTimeout);
+  const auto bound = timeout_from_python(timeout, what).value_or(default_timeout());
   return QueuePtr(MessageQueue::create(n_reader, max_chunk_bytes, max_chunks,
                                        local_reader_ranks.value_or(std::vector<int>{}), bound));
 }
@@ -69,7 +70,7 @@ QueuePtr create_from_handle(py::object handle, int rank, py::object timeout) {
   const char* what = "MessageQueue.create_from_handle";
   auto parsed = handle_arg(handle, what);
   GC_CHECK(parsed.has_value(), what, ": handle is None");
-  const auto bound = timeout_from_python(timeout, what).value_or(MessageQueue::kDefaultTimeout);
+  const auto bound = timeout_from_python(timeout, what).value_or(default_timeout());
   return QueuePtr(MessageQueue::create_from_handle(*parsed, rank, bound));
 }
 
@@ -158,7 +159,8 @@ vLLM's constructor: a writer that belongs to no group (e.g. an engine's schedule
 ``n_reader`` (no remote readers); ``local_reader_ranks`` (default 0 .. n_reader-1) are the ranks
 the readers attach as; ``connect_ip`` is accepted and ignored. The ring's memory (here 6 chunks of
 4 MiB by default, the sizes GroupCoordinator uses; vLLM's defaults are larger) is reserved up
-front. ``timeout`` (seconds, keyword only) is the default timeout; None: 300 s.)doc")
+front. ``timeout`` (seconds, keyword only) is the default timeout; None: GROUPCOORD_TIMEOUT_S,
+else 300 s.)doc")
       .def("export_handle", &MessageQueue::export_handle, R"doc(
 vLLM's export_handle(): the MessageQueueHandle of a queue made by MessageQueue(...) (or the one a
 reader was attached from). ValueError for queues made collectively.)doc")
@@ -167,7 +169,8 @@ reader was attached from). ValueError for queues made collectively.)doc")
 vLLM's create_from_handle(handle, rank): attaches this process as the reader ``rank`` of
 ``handle.local_reader_ranks`` (a MessageQueueHandle or its to_bytes()). Not collective. ValueError
 when the handle does not list ``rank``; DistributedError when the writer's segment is gone.
-``timeout`` (seconds, keyword only): the default timeout; None: 300 s.)doc")
+``timeout`` (seconds, keyword only): the default timeout; None: GROUPCOORD_TIMEOUT_S, else
+300 s.)doc")
       .def_static("create_from_process_group", &create, "pg"_a, "max_chunk_bytes"_a, "max_chunks"_a,
                   "writer_rank"_a = 0, "external_writer_handle"_a = py::none(), "blocking"_a = true,
                   R"doc(

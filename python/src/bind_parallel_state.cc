@@ -6,6 +6,7 @@
 
 #include "bindings.h"
 #include "blocking_call.h"
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/check.h"
 #include "groupcoord/parallel_state.h"
 #include "groupcoord/world.h"
@@ -32,7 +33,7 @@ void init_distributed_environment_py(int world_size, int rank,
                                      const std::string& distributed_init_method, int local_rank,
                                      py::object backend, py::object timeout) {
   const auto bound = timeout_from_python(timeout, "init_distributed_environment");
-  const std::chrono::milliseconds deadline = bound.value_or(std::chrono::seconds(300));
+  const std::chrono::milliseconds deadline = bound.value_or(default_timeout());
   run_blocking(BlockingKind::Wait, [=, b = backend_arg(backend)] {
     init_distributed_environment(world_size, rank, distributed_init_method, local_rank, b,
                                  deadline);
@@ -64,9 +65,9 @@ void bind_setup(py::module_& m) {
         "backend"_a = "", "timeout"_a = py::none(), R"doc(
 Collective over all world ranks: rendezvous (env://, tcp://host:port, file:///path; under plain
 mpirun nothing else is needed) and the world group. -1 takes the value from the launcher; backend
-"" picks nccl with CUDA devices, else gloo; timeout (seconds or datetime.timedelta; None: 300 s)
-bounds the rendezvous and is every group's default timeout. A second call with the same world is
-a no-op.)doc");
+"" picks nccl with CUDA devices, else gloo; timeout (seconds or datetime.timedelta; None:
+GROUPCOORD_TIMEOUT_S, else 300 s) bounds the rendezvous and is every group's default timeout. A
+second call with the same world is a no-op.)doc");
   m.def("initialize_model_parallel", &initialize_model_parallel_py,
         "tensor_model_parallel_size"_a = 1, "pipeline_model_parallel_size"_a = 1,
         "prefill_context_model_parallel_size"_a = 1, "decode_context_model_parallel_size"_a = 1,

@@ -1,3 +1,4 @@
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/world.h"
 
 #include <mutex>
@@ -14,7 +15,7 @@ struct WorldState {
   bool initialized = false;
   RendezvousResult info;
   std::shared_ptr<ProcessGroup> group;
-  std::chrono::milliseconds timeout{std::chrono::seconds(300)};
+  std::chrono::milliseconds timeout = default_timeout();
 };
 
 WorldState& state() {

@@ -1,4 +1,5 @@
 // Namespaced view of another Store (see groupcoord/prefix_store.h).
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/prefix_store.h"
 
 #include <utility>
@@ -9,7 +10,7 @@
 namespace groupcoord {
 
 PrefixStore::PrefixStore(std::string prefix, std::shared_ptr<Store> base)
-    : Store(base ? base->timeout() : kDefaultTimeout),
+    : Store(base ? base->timeout() : default_timeout()),
       prefix_(std::move(prefix)),
       base_(std::move(base)) {
   GC_CHECK(base_ != nullptr, "PrefixStore '", prefix_, "': the base store must not be null");
