@@ -169,23 +169,27 @@ ncclComm_t raw_split_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup
   return child;
 }
 
-/// cuStreamWriteValue32 through the runtime's driver entry point (no link against libcuda).
+/// A driver function through the runtime's entry points (no link against libcuda); nullptr
+/// when this driver has none.
+template <typename Fn>
+Fn driver_function(const char* name) {
+  void* fn = nullptr;
+  cudaDriverEntryPointQueryResult found{};
+  const bool ok = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) ==
+                      cudaSuccess &&
+                  found == cudaDriverEntryPointSuccess;
+  return ok ? reinterpret_cast<Fn>(fn) : nullptr;
+}
+
+/// cuStreamWriteValue32: the cheapest stream marker a watchdog could poll.
 using StreamWriteValue32 = int (*)(cudaStream_t stream, void* address, std::uint32_t value,
                                    unsigned flags);
 
 StreamWriteValue32 stream_write_value32() {
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamWriteValue32", &fn, 12000, cudaEnableDefault,
-                                      &found) !=
-          cudaSuccess ||
-      found != cudaDriverEntryPointSuccess) {
-    return nullptr;
-  }
-  return reinterpret_cast<StreamWriteValue32>(fn);
+  return driver_function<StreamWriteValue32>("cuStreamWriteValue32");
 }
 
-/// The driver's capture check and event record, through the runtime's entry points.
+/// The driver's capture check and event record.
 struct DriverTracking {
   CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*record)(CUevent, CUstream) = nullptr;
@@ -193,18 +197,8 @@ struct DriverTracking {
 
 DriverTracking driver_tracking() {
   DriverTracking d;
-  void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found{};
-  if (cudaGetDriverEntryPointByVersion("cuStreamIsCapturing", &fn, 12000, cudaEnableDefault,
-                                      &found) == cudaSuccess &&
-      found == cudaDriverEntryPointSuccess) {
-    d.is_capturing = reinterpret_cast<decltype(d.is_capturing)>(fn);
-  }
-  if (cudaGetDriverEntryPointByVersion("cuEventRecord", &fn, 12000, cudaEnableDefault, &found) ==
-          cudaSuccess &&
-      found == cudaDriverEntryPointSuccess) {
-    d.record = reinterpret_cast<decltype(d.record)>(fn);
-  }
+  d.is_capturing = driver_function<decltype(d.is_capturing)>("cuStreamIsCapturing");
+  d.record = driver_function<decltype(d.record)>("cuEventRecord");
   return d;
 }
 

@@ -144,14 +144,15 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
   if (count == 0) return;
   const std::size_t element = dtype_size(dtype);
   const std::size_t nbytes = count * element;
-  // Shared memory reads `in` and writes `out` itself (no copy first), unless they partly overlap.
-  if (s.shm && (in == out || !overlaps(in, nbytes, out, nbytes))) {
-    return s.shm->all_reduce(in, out, count, dtype, op);
+  // Shared memory reads `in` and writes `out` itself unless they partly overlap; Gloo reduces in
+  // place. Otherwise copy first (memmove: `in` may overlap `out`), which also covers size 1.
+  const void* source = in;
+  if (in != out && (!s.shm || overlaps(in, nbytes, out, nbytes))) {
+    std::memmove(out, in, nbytes);
+    source = out;
   }
-  // Gloo reduces in place; copying first also covers size 1. memmove: `in` may overlap `out`.
-  if (in != out) std::memmove(out, in, nbytes);
   if (s.size == 1) return;
-  if (s.shm) return s.shm->all_reduce(out, out, count, dtype, op);
+  if (s.shm) return s.shm->all_reduce(source, out, count, dtype, op);
   ReduceFunction fn = reduce_function(dtype, op);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("all_reduce", count, dtype, reduce_op_name(op)), s.timeout,
@@ -172,14 +173,14 @@ void ProcessGroup::reduce_scatter(const void* in, void* out,
   GC_CHECK(out != nullptr || mine == 0, label, ": reduce_scatter: null output with count ", mine);
   GC_CHECK(!overlaps(in, total * element, out, mine * element), label,
            ": reduce_scatter: the output overlaps the input");
-  std::size_t offset = 0;  // this rank's part of the input, in elements
-  for (int r = 0; r < s.rank; ++r) offset += counts[r];
   if (s.shm) {
     auto context = s.acquire("reduce_scatter");
     if (total == 0) return;
     return s.shm->reduce_scatter(in, out, counts, dtype, op);
   }
   // Gloo: the whole input reduced, then this rank's part kept.
+  std::size_t offset = 0;  // this rank's part of the input, in elements
+  for (int r = 0; r < s.rank; ++r) offset += counts[r];
   std::vector<std::uint8_t> reduced(total * element);
   all_reduce(in, reduced.data(), total, dtype, op);
   if (mine > 0) std::memcpy(out, reduced.data() + offset * element, mine * element);
