@@ -12,7 +12,8 @@
 #      binaries.
 #   3. test_cuda_units (one process), test_cuda_communicator with 1 rank, then with 2 ranks on
 #      however many GPUs there are: when the ranks share one GPU, NCCL needs a distinct
-#      NCCL_HOSTID per process and sockets on the loopback interface.
+#      NCCL_HOSTID per process and sockets on the loopback interface. Its CUDA graph tests
+#      again at 4 ranks (graph-np4).
 #   4. NCCL symmetric memory: test_cuda_symmetric at 1 and 2 ranks with each kind of window (and
 #      its race-prone tests repeated), and the communicator and coordinator suites at 2 ranks with
 #      every routed call on the symmetric path.
@@ -21,7 +22,8 @@
 #      raw NCCL, and at 1 rank CUDA graph replays against raw NCCL's graph; JSON next to the logs).
 #   A step still running 40 s before its time limit gets its processes' stacks written to
 #   NAME.stacks (cuda-gdb), so that a hang says where it is.
-#   GC_ONLY="step1 step2" runs only the named test steps (the build always runs).
+#   GC_ONLY="step1 step2" runs only the named test steps (the build always runs); GC_TARGETS="t1 t2"
+#   builds only those targets.
 #
 # NCCL: torch's 2.28.9 is used when present (the system 2.28.3 has broken symmetric kernels);
 # GROUPCOORD_NCCL_LIBRARY set by the caller wins. NVLink multicast stays off.
@@ -103,8 +105,9 @@ CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=RelWithDebInfo
   -DGROUPCOORD_WITH_CUDA=ON -DGROUPCOORD_BUILD_PYTHON=OFF -DGROUPCOORD_BUILD_EXAMPLES=OFF
   -DGLOO_ROOT="$DEPS/usr" -DDLPACK_ROOT="$DEPS/usr" -DCMAKE_PREFIX_PATH="$DEPS/usr"
   -DCMAKE_CUDA_ARCHITECTURES=90)
-BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target test_cuda_units test_cuda_communicator test_cuda_coordinator
-  test_cuda_symmetric bench_host_overhead)
+# GC_TARGETS="..." builds only those (e.g. bench_host_overhead for a quick measurement).
+read -r -a TARGETS <<<"${GC_TARGETS:-test_cuda_units test_cuda_communicator test_cuda_coordinator test_cuda_symmetric bench_host_overhead}"
+BUILD_CMD=(cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}")
 if ! run_step configure 600 "${CONFIGURE[@]}" || ! run_step build 1500 "${BUILD_CMD[@]}"; then
   tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null
   log "the build failed; see $LOGS/configure.log and $LOGS/build.log"
@@ -125,6 +128,10 @@ run_step np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$COMM"
 # Each rank claims its own host so that two ranks may share one GPU ($0 is the binary).
 run_step np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \
   bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0"' "$COMM"
+
+# CUDA graphs at 4 ranks on however many GPUs (issue 20: "4 where they fit on one GPU").
+run_step graph-np4 300 "${MPIRUN[@]}" -np 4 "${MPI_ENV[@]}" \
+  bash -c 'NCCL_HOSTID=h$OMPI_COMM_WORLD_RANK exec "$0" --gtest_filter="CudaGraph*"' "$COMM"
 
 run_step coord-np1 300 "${MPIRUN[@]}" -np 1 "${MPI_ENV[@]}" "$COORD"
 run_step coord-np2 300 "${MPIRUN[@]}" -np 2 "${MPI_ENV[@]}" \

@@ -7,6 +7,9 @@
 #   pytest        the pytest suite, numpy flavour (gloo), 1 and 2 ranks
 #   pytest-torch  the same suite with torch CUDA tensors (GROUPCOORD_TEST_ARRAYS=torch-cuda, nccl
 #                 groups), 1 and 2 ranks; the 2 ranks share GPU 0 (NCCL_HOSTID per rank)
+#   pytest-cupy   the same suite with cupy arrays (GROUPCOORD_TEST_ARRAYS=cupy), 1 and 2 ranks
+#   pytest-graphs the CUDA graph tests (python/tests/test_cuda_graphs.py) at 4 ranks sharing GPU 0,
+#                 torch and cupy
 #   pytest-symm   the torch-cuda suite at 2 ranks with NCCL symmetric memory on and every routed
 #                 call, all_reduce included, on the scratch window: NCCL_WIN_COLL_SYMMETRIC windows,
 #                 then plain ones (GROUPCOORD_SYMM_WINDOW_FLAGS=default)
@@ -22,7 +25,7 @@
 #   pip           pip install ./python through scikit-build-core (CPU only), then an import
 # e.g. GC_STEPS="pytest pytest-torch" python/gpu/run-gpu-checks.sh
 set -uo pipefail
-GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-symm torch bench bench-host pip}"
+GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-cupy pytest-graphs pytest-symm torch bench bench-host pip}"
 wanted() { [[ " $GC_STEPS " == *" $1 "* ]]; }
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 BUILD="$ROOT/build-gpu-py-sys"  # system compiler (see below); a fresh cache
@@ -116,6 +119,20 @@ if wanted pytest-torch; then
   for np in 1 2; do
     step "pytest-torch-np$np" 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=torch-cuda -np "$np" \
       "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+  done
+fi
+if wanted pytest-cupy; then
+  for np in 1 2; do
+    step "pytest-cupy-np$np" 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=cupy -np "$np" \
+      -x GROUPCOORD_TEST_LOG_DIR="$LOGS/pytest-cupy-np$np-ranks" \
+      "${PER_RANK_HOST[@]}" "${PYTEST[@]}"
+  done
+fi
+if wanted pytest-graphs; then
+  for flavour in torch-cuda cupy; do
+    step "pytest-graphs-$flavour-np4" 300 "${MPI[@]}" -x GROUPCOORD_TEST_ARRAYS=$flavour -np 4 \
+      -x GROUPCOORD_TEST_LOG_DIR="$LOGS/pytest-graphs-$flavour-np4-ranks" \
+      "${PER_RANK_HOST[@]}" "${PYTEST[@]:0:${#PYTEST[@]}-1}" "$ROOT/python/tests/test_cuda_graphs.py"
   done
 fi
 if wanted pytest-symm; then

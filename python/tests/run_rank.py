@@ -1,6 +1,8 @@
 """One rank of tools/run-pytest.sh: runs pytest with its output in a temporary file, then shows it
 on rank 0, and on any other rank only when that rank failed. (pytest runs in this process, so
-every rank stays a direct child of mpirun, which env:// rendezvous relies on.)
+every rank stays a direct child of mpirun, which env:// rendezvous relies on.) With
+GROUPCOORD_TEST_LOG_DIR set, every rank also leaves its whole output there as rank-N.log: mpirun
+may kill the other ranks before a failed one has printed.
 
 Usage: mpirun -np N python3 run_rank.py [pytest arguments]
 """
@@ -29,6 +31,12 @@ def main() -> int:
         sys.stderr.flush()
         os.dup2(saved[0], 1)
         os.dup2(saved[1], 2)
+    log_dir = os.environ.get("GROUPCOORD_TEST_LOG_DIR")
+    if log_dir:
+        os.makedirs(log_dir, exist_ok=True)
+        log.seek(0)
+        with open(os.path.join(log_dir, f"rank-{rank}.log"), "wb") as copy:
+            copy.write(log.read())
     if rank == 0 or status != 0:
         if rank != 0:
             print(f"---- rank {rank}: pytest exit status {status} ----", flush=True)

@@ -1,8 +1,9 @@
-"""CUDA graphs the way torch engines capture them (the torch-cuda flavour only): a fresh
-communicator whose first calls happen inside ``torch.cuda.graph`` (vLLM's own pynccl graph test
-makes no call before the capture), every op, replayed many times with the inputs rewritten in
-place before each replay and every result checked; results come from torch's graph pool; the
-communicator keeps working eagerly and in a second graph afterwards.
+"""CUDA graphs the way torch and cupy engines capture them (the torch-cuda and cupy flavours): a
+fresh communicator whose first calls happen inside ``torch.cuda.graph`` or a cupy stream capture
+(vLLM's own pynccl graph test makes no call before the capture), every op (send/recv too, with 2
+ranks or more), replayed many times with the inputs rewritten in place before each replay and
+every result checked; torch results come from torch's graph pool; the communicator keeps working
+eagerly and in a second graph afterwards.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import device, requires_flavour
+from gc_testing import FLAVOUR, device, requires_flavour, to_numpy
 
 ROWS, COLS = 4, 8
 BLOCK = ROWS * COLS
@@ -33,13 +34,82 @@ def fresh() -> Any:
     comm.destroy()
 
 
+def _cupy() -> Any:
+    import cupy  # the cupy flavour only
+
+    return cupy
+
+
+def _empty(shape: Tuple[int, ...]) -> Any:
+    """An uninitialised float32 array of the flavour on this rank's GPU."""
+    if FLAVOUR == "cupy":
+        return _cupy().empty(shape, dtype=np.float32)
+    return _torch().empty(shape, dtype=_torch().float32, device=device())
+
+
+def _synchronize() -> None:
+    if FLAVOUR == "cupy":
+        _cupy().cuda.Device().synchronize()
+    else:
+        _torch().cuda.synchronize()
+
+
 def _write_inputs(inputs: Dict[str, Any], rank: int, replay: int) -> None:
     """Rank r holds (r + 1) * replay + i at flat element i of every input (rewritten in place:
     the graph reads these addresses when it runs)."""
-    torch = _torch()
     for t in inputs.values():
-        values = torch.arange(t.numel(), dtype=torch.float32, device=t.device) + (rank + 1) * replay
-        t.copy_(values.view(t.shape))
+        if FLAVOUR == "cupy":
+            cupy = _cupy()
+            t[...] = (cupy.arange(t.size, dtype=cupy.float32) + (rank + 1) * replay).reshape(t.shape)
+        else:
+            torch = _torch()
+            values = torch.arange(t.numel(), dtype=torch.float32, device=t.device)
+            t.copy_((values + (rank + 1) * replay).view(t.shape))
+
+
+class _Capture:
+    """One graph of the flavour: `with capture:` records the calls made inside it (torch: in
+    ``torch.cuda.graph``, global mode on torch's side stream; cupy: a non-blocking stream made
+    current and captured), `replay()` runs it once and waits for it."""
+
+    def __init__(self) -> None:
+        if FLAVOUR == "cupy":
+            self._stream = _cupy().cuda.Stream(non_blocking=True)
+            self._graph: Any = None
+        else:
+            self._graph = _torch().cuda.CUDAGraph()
+            self._context: Any = None
+
+    def __enter__(self) -> "_Capture":
+        if FLAVOUR == "cupy":
+            self._stream.__enter__()
+            # cupy's pool keeps free blocks per stream and splits them: one freed MiB on this
+            # stream serves the results allocated during the capture without a cudaMalloc.
+            warm = _cupy().empty(1 << 20, dtype=np.uint8)
+            del warm
+            self._stream.begin_capture()
+        else:
+            self._context = _torch().cuda.graph(self._graph)
+            self._context.__enter__()
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        if FLAVOUR == "cupy":
+            try:
+                graph = self._stream.end_capture()
+            finally:
+                self._stream.__exit__(*exc)
+            if exc[0] is None:
+                self._graph = graph
+        else:
+            self._context.__exit__(*exc)
+
+    def replay(self) -> None:
+        if FLAVOUR == "cupy":
+            self._graph.launch(self._stream)
+        else:
+            self._graph.replay()
+        _synchronize()
 
 
 def _expected(n: int, rank: int) -> Dict[str, Callable[[int], np.ndarray]]:
@@ -65,13 +135,23 @@ def _expected(n: int, rank: int) -> Dict[str, Callable[[int], np.ndarray]]:
         "all_reduce": reduced, "all_reduce out=": reduced, "all_gather dim 0": rows,
         "all_gather dim -1": cols, "reduce_scatter": scattered, "all_gatherv": rows,
         "reduce_scatterv": scattered, "broadcast": lambda replay: replay + i,
+        "recv": lambda replay: ((rank - 1) % n + 1) * replay + i,
     }
 
 
 def _capture_every_op(comm: Any, inputs: Dict[str, Any], out: Any) -> Dict[str, Any]:
-    n = comm.world_size
+    n, me = comm.world_size, comm.rank_in_group
     x, wide = inputs["x"], inputs["wide"]
-    return {
+    received: Dict[str, Any] = {}
+    if n > 1:  # a ring, rank 0 sending first so that two blocking calls never face each other
+        after, before = (me + 1) % n, (me - 1) % n
+        if me == 0:
+            comm.send(x, after)
+            received["recv"] = comm.recv((ROWS, COLS), x.dtype, before)
+        else:
+            received["recv"] = comm.recv((ROWS, COLS), x.dtype, before)
+            comm.send(x, after)
+    return {**received,
         "all_reduce": comm.all_reduce(x),
         "all_reduce out=": comm.all_reduce(x, out=out),
         "all_gather dim 0": comm.all_gather(x, 0),
@@ -86,46 +166,44 @@ def _capture_every_op(comm: Any, inputs: Dict[str, Any], out: Any) -> Dict[str, 
 def _check(results: Dict[str, Any], expected: Dict[str, Callable[[int], np.ndarray]],
            replay: int) -> None:
     for name, result in results.items():
-        got = result.cpu().numpy().reshape(-1)
+        got = to_numpy(result).reshape(-1)
         want = expected[name](replay)
         assert np.array_equal(got, want), f"{name}, replay {replay}: {got[:8]} != {want[:8]}"
 
 
-@requires_flavour("torch-cuda")
+@requires_flavour("torch-cuda", "cupy")
 def test_every_op_of_a_fresh_communicator_is_captured_on_its_first_call(fresh: Any) -> None:
-    torch = _torch()
     me, n = fresh.rank_in_group, fresh.world_size
-    replays = 1000 if n == 1 else 200  # ranks sharing one GPU time-slice it
-    inputs = {
-        "x": torch.empty((ROWS, COLS), dtype=torch.float32, device=device()),
-        "wide": torch.empty((n * ROWS, COLS), dtype=torch.float32, device=device()),
-        "broadcast": torch.empty((ROWS, COLS), dtype=torch.float32, device=device()),
-    }
-    out = torch.empty((ROWS, COLS), dtype=torch.float32, device=device())
-    torch.cuda.synchronize()
-    graph = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(graph):  # global capture mode, on torch's side stream
+    # More than 2 ranks time-slice the one GPU of the test host: each replay then takes
+    # milliseconds per collective, so fewer replays keep the run within its deadline.
+    replays = 1000 if n <= 2 else 100
+    inputs = {"x": _empty((ROWS, COLS)), "wide": _empty((n * ROWS, COLS)),
+              "broadcast": _empty((ROWS, COLS))}
+    out = _empty((ROWS, COLS))
+    _synchronize()
+    graph = _Capture()
+    with graph:
         results = _capture_every_op(fresh, inputs, out)
     assert results["all_reduce out="] is out
     expected = _expected(n, me)
     for replay in range(1, replays + 1):
         _write_inputs(inputs, me, replay)
+        _synchronize()
         graph.replay()
-        torch.cuda.synchronize()
         _check(results, expected, replay)
 
     # A second graph on the same communicator, then both replayed, then eager calls.
-    second = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(second):
+    second = _Capture()
+    with second:
         again = fresh.all_reduce(inputs["x"])
     _write_inputs(inputs, me, 7)
+    _synchronize()
     second.replay()
     graph.replay()
-    torch.cuda.synchronize()
-    assert np.array_equal(again.cpu().numpy().reshape(-1), expected["all_reduce"](7))
+    assert np.array_equal(to_numpy(again).reshape(-1), expected["all_reduce"](7))
     _check(results, expected, 7)
     eager = fresh.all_reduce(inputs["x"])
-    assert np.array_equal(eager.cpu().numpy().reshape(-1), expected["all_reduce"](7))
+    assert np.array_equal(to_numpy(eager).reshape(-1), expected["all_reduce"](7))
 
 
 @requires_flavour("torch-cuda")

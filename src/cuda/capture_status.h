@@ -5,6 +5,7 @@
 #include <cuda_runtime_api.h>
 
 #include "cuda/cuda_check.h"
+#include "cuda/driver_calls.h"
 
 namespace groupcoord {
 namespace cuda {
@@ -13,7 +14,7 @@ namespace cuda {
 template <typename... Where>
 bool stream_is_capturing(cudaStream_t stream, const Where&... where) {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  GC_CUDA_CHECK(cudaStreamIsCapturing(stream, &status), where...);
+  GC_CUDA_CHECK(query_capture(stream, &status), where...);
   return status != cudaStreamCaptureStatusNone;
 }
 

@@ -13,6 +13,7 @@
 #include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
+#include "cuda/driver_calls.h"
 #include "groupcoord/cuda/allocator.h"
 #include "groupcoord/cuda/stream.h"
 
@@ -45,7 +46,7 @@ std::size_t round_up(std::size_t nbytes) {
 // its blocks stay out of the cache. Never throws (deallocate must not).
 bool capturing_or_unknown(cudaStream_t stream) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
-  if (cudaStreamIsCapturing(stream, &status) != cudaSuccess) {
+  if (cuda::query_capture(stream, &status) != cudaSuccess) {
     (void)cudaGetLastError();
     return true;
   }

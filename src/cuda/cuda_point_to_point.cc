@@ -8,6 +8,7 @@
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
 #include "cuda/device_guard.h"
+#include "cuda/driver_calls.h"
 #include "cuda/event_work.h"
 #include "cuda/nccl_dtype.h"
 #include "groupcoord/check.h"
@@ -29,7 +30,7 @@ std::shared_ptr<Work> make_work(const comm::OpLabel& where, std::shared_ptr<cuda
                                 cudaStream_t stream, Tensor buffer) {
   cudaEvent_t event = nullptr;
   GC_CUDA_CHECK(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), where);
-  const cudaError_t recorded = cudaEventRecord(event, stream);
+  const cudaError_t recorded = cuda::record_event(event, stream);
   if (recorded != cudaSuccess) cudaEventDestroy(event);
   GC_CUDA_CHECK(recorded, where, ": recording the completion event");
   return std::make_shared<cuda::EventWork>(std::move(comm), where.op, event, std::move(buffer));

@@ -28,18 +28,22 @@ std::vector<Tensor> CudaCommunicator::all_gatherv(
   const comm::OpLabel where = label("all_gatherv");
   nccl(where.op);
   if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
-  std::vector<int> dims;
+  // Every input is checked before anything is enqueued; the dims are wrapped again below rather
+  // than kept (no vector on the hot path, where one input is the rule).
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    check_tensor(where, inputs[i], input_name(i, inputs.size()).c_str());
-    dims.push_back(comm::wrap_dim(where, dim, inputs[i].dim()));
-    if (sizes) comm::check_own_size(where, *sizes, rank_, inputs[i].size(dims.back()));
+    if (!inputs[i].defined() || inputs[i].device() != device_) {
+      check_tensor(where, inputs[i], input_name(i, inputs.size()).c_str());
+    }
+    const int d = comm::wrap_dim(where, dim, inputs[i].dim());
+    if (sizes) comm::check_own_size(where, *sizes, rank_, inputs[i].size(d));
   }
   const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
   cuda::DeviceGuard guard(device_);
   std::vector<Tensor> outputs;
-  for (std::size_t i = 0; i < inputs.size(); ++i) {
-    outputs.push_back(uniform ? gather_uniform(inputs[i], dims[i])
-                              : gather_varying(inputs[i], dims[i], *sizes));
+  outputs.reserve(inputs.size());
+  for (const Tensor& input : inputs) {
+    const int d = comm::wrap_dim(where, dim, input.dim());
+    outputs.push_back(uniform ? gather_uniform(input, d) : gather_varying(input, d, *sizes));
   }
   return outputs;
 }

@@ -2,6 +2,8 @@
 
 #include <algorithm>
 
+#include "cuda/driver_calls.h"
+
 namespace groupcoord {
 namespace cuda {
 
@@ -26,6 +28,18 @@ InFlightRing::~InFlightRing() {
   (void)cudaGetLastError();
 }
 
+cudaError_t InFlightRing::create_events() {
+  for (Slot& s : slots_) {
+    if (s.event != nullptr) continue;
+    const cudaError_t error = cudaEventCreateWithFlags(&s.event, cudaEventDisableTiming);
+    if (error != cudaSuccess) {
+      s.event = nullptr;
+      return error;
+    }
+  }
+  return cudaSuccess;
+}
+
 InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
                                       std::int64_t enqueued_ns, Tensor& keepalive,
                                       cudaError_t* error) {
@@ -39,7 +53,7 @@ InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
       return Push::kCudaError;
     }
   }
-  *error = cudaEventRecord(s.event, stream);
+  *error = record_event(s.event, stream);
   if (*error != cudaSuccess) return Push::kCudaError;
   s.op = op;
   s.stream = stream;

@@ -54,6 +54,11 @@ class InFlightRing {
 
   enum class Push { kDone, kFull, kCudaError };
 
+  /// Creates every slot's event now, with the owner's device current, so that no operation pays
+  /// for one (push() creates a missing one itself). Returns the first error; the slots without
+  /// an event then get theirs in push().
+  cudaError_t create_events();
+
   // ---- producer: one thread at a time ----------------------------------------------------------
   /// Records the slot's event on `stream` after the operation `op` (a string literal) and
   /// publishes the entry, which takes `keepalive` and holds it until the operation is seen

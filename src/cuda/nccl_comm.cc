@@ -78,8 +78,10 @@ ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit
 ncclResult_t NcclComm::call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
                                             NcclCallRef call, bool teardown,
                                             std::int64_t now_ns) {
-  ncclComm_t comm = nullptr;
-  {
+  // An operation's fast path: one atomic load says the communicator is usable. Why it is not,
+  // and teardown's calls (allowed once destroyed_ is set), take mutex_.
+  ncclComm_t comm = teardown ? nullptr : live_comm_.load(std::memory_order_acquire);
+  if (comm == nullptr) {
     std::lock_guard<std::mutex> lock(mutex_);
     if (teardown) {
       if (broken_) throw_broken(op);
@@ -244,6 +246,7 @@ bool NcclComm::is_broken() const {
 
 void NcclComm::destroy() {
   if (destroyed_.exchange(true)) return;
+  live_comm_.store(nullptr, std::memory_order_release);
   // A caller that passed the usability check before destroyed_ was set finishes its call and
   // its tracking first; later callers see destroyed_. (A call hung inside NCCL holds the lock
   // until the watchdog aborts it, within the timeout.)

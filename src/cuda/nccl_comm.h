@@ -263,6 +263,9 @@ class NcclComm {
   bool broken_by_timeout_ = false;
   std::string broken_reason_;
   std::atomic<bool> destroyed_{false};
+  /// comm_ while the communicator is usable (initialised, not broken, not destroyed), else null:
+  /// an operation's one check, without mutex_. Cleared under mutex_ before comm_ goes.
+  std::atomic<ncclComm_t> live_comm_{nullptr};
 
   /// Operations enqueued and not yet seen complete: written by callers under call_mutex_, reaped
   /// by the watchdog without blocking them.

@@ -116,8 +116,17 @@ void NcclComm::init_communicator(const ncclUniqueId& id) {
   ncclComm_t parent = init_parent(id, deadline);
   ncclComm_t comm = split_blocking(parent, deadline);
   retire_parent(parent);
+  // Before the first operation, so that none of the first thousands pays for its event. A
+  // failure here is not fatal: the operations create the missing events (and report errors).
+  const cudaError_t events = in_flight_.create_events();
+  if (events != cudaSuccess) {
+    (void)cudaGetLastError();
+    GC_LOG(Warn, name_, ": creating the in-flight ring's events failed (", cuda_error_text(events),
+           "); operations will create them");
+  }
   std::lock_guard<std::mutex> lock(mutex_);
   comm_ = comm;
+  live_comm_.store(comm, std::memory_order_release);
 }
 
 ncclComm_t NcclComm::init_parent(const ncclUniqueId& id,

@@ -37,6 +37,7 @@ void NcclComm::keep_forever(Tensor buffer) {
 void NcclComm::break_locked(bool timed_out, const std::string& reason) {
   if (broken_) return;  // the first reason is the one worth reporting
   broken_ = true;
+  live_comm_.store(nullptr, std::memory_order_release);
   broken_by_timeout_ = timed_out;
   broken_reason_ = reason;
   GC_LOG(Error, name_, ": aborting the NCCL communicator (rank ", rank_, " of ", size_, " on ",

@@ -8,6 +8,7 @@
 #include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
+#include "cuda/driver_calls.h"
 #include "cuda/nccl_comm.h"
 #include "cuda/symmetric_probe.h"
 #include "cuda/symmetric_scratch_layout.h"
@@ -196,7 +197,7 @@ void SymmetricMemory::Lease::finish(cudaStream_t stream) {
   finished_ = true;
   // Replays are ordered by the caller: nothing to record during a capture.
   if (owner_ == nullptr || stream_is_capturing(stream, "symmetric scratch")) return;
-  GC_CUDA_CHECK(cudaEventRecord(owner_->scratch_event_, stream), owner_->owner_.name(),
+  GC_CUDA_CHECK(record_event(owner_->scratch_event_, stream), owner_->owner_.name(),
                 ": recording the end of a symmetric call");
   owner_->scratch_stream_ = stream;
   owner_->scratch_event_pending_ = true;

@@ -152,7 +152,7 @@ TEST_F(CudaGraphCapture, EveryOpOfAFreshCommunicatorIsCapturedOnItsFirstCall) {
   std::unique_ptr<CudaCommunicator> c =
       make_communicator("cudatest-graph-first", std::chrono::seconds(60));
   const int r = c->rank_in_group();
-  const int replays = c->world_size() == 1 ? 1000 : 200;  // 2 ranks time-slice one GPU
+  const int replays = c->world_size() <= 2 ? 1000 : 100;  // more ranks time-slice one GPU
   ReplayInputs in(c->world_size(), device());
   const Tensor all_reduce_out = Tensor::empty(in.x.shape(), in.x.dtype(), device());
   cudaStream_t side = nullptr;

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "cuda/driver_calls.h"
 #include "cuda/in_flight_ring.h"
 #include "cuda_values.h"
 #include "groupcoord/cuda/runtime.h"
@@ -102,6 +103,43 @@ TEST_F(InFlightRingGpu, EntriesStayPendingUntilTheirStreamRuns) {
   EXPECT_TRUE(freed) << "released once seen complete";
   EXPECT_TRUE(ring.empty());
   EXPECT_EQ(ring.room(), 16u);
+}
+
+// Events made up front (NcclComm does so at creation) serve pushes like lazily made ones, and
+// the driver-first record and capture check (driver_calls.h) answer as the runtime does: an
+// entry on a held stream is pending until it runs, and the capture state follows the stream.
+TEST_F(InFlightRingGpu, PreparedEventsAndDriverCallsTrackLikeTheRuntime) {
+  InFlightRing ring(8);
+  ASSERT_EQ(ring.create_events(), cudaSuccess);
+  ASSERT_EQ(ring.create_events(), cudaSuccess) << "a second call finds every event made";
+  HeldStream held;
+  ASSERT_TRUE(held.hold());
+  bool freed = false;
+  ASSERT_EQ(push(ring, "prepared", held.get(), buffer(&freed)), InFlightRing::Push::kDone);
+  EXPECT_EQ(reap(ring).pending, 1u);
+  EXPECT_FALSE(freed);
+  held.release();
+  cudaStreamSynchronize(held.get());
+  EXPECT_EQ(reap(ring).pending, 0u);
+  EXPECT_TRUE(freed);
+
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cuda::query_capture(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeRelaxed), cudaSuccess);
+  ASSERT_EQ(cuda::query_capture(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  cudaEvent_t event = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), cudaSuccess);
+  EXPECT_EQ(cuda::record_event(event, stream), cudaSuccess);
+  EXPECT_EQ(cudaEventSynchronize(event), cudaSuccess);
+  cudaEventDestroy(event);
+  cudaStreamDestroy(stream);
 }
 
 TEST_F(InFlightRingGpu, AFullRingRefusesUntilReaped) {
