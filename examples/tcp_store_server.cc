@@ -4,7 +4,8 @@
 //   groupcoord-store-server --host 0.0.0.0 --port 29500
 //
 // Prints the port it listens on (alone, on stdout; useful with --port 0) and serves until
-// SIGINT or SIGTERM.
+// SIGINT or SIGTERM. With GROUPCOORD_STORE_TOKEN set it serves only clients that present that
+// token (rendezvous() passes the same variable on every rank).
 #include <signal.h>
 
 #include <cerrno>
@@ -85,6 +86,7 @@ int main(int argc, char** argv) {
     print_usage(argv[0]);
     return 2;
   }
+  if (const char* token = std::getenv("GROUPCOORD_STORE_TOKEN")) options.token = token;
   // Block the stop signals before the server thread starts, so it inherits the mask and only
   // sigwait() below ever sees them.
   sigset_t stop_signals;

@@ -38,6 +38,17 @@ struct TcpStoreServerOptions {
   std::size_t max_value_bytes = 256 * 1024 * 1024;
   /// Most keys one check() or wait() may name.
   std::size_t max_keys_per_request = 16 * 1024;
+  /// Most bytes (keys plus values) the server holds at once; a set, add or compare_set that
+  /// would go past it is refused (std::invalid_argument at the client), so no client can make
+  /// the host swap. 0: no limit.
+  std::size_t max_total_bytes = 1024 * 1024 * 1024;
+  /// Most connections open at once from one peer address; a further one gets an error naming
+  /// the limit and is closed. 0: no limit.
+  std::size_t max_connections_per_peer = 4096;
+  /// Shared secret every client must present in its handshake (at most 1024 bytes); a client
+  /// with another token, or none, is refused. Empty: any client is served (the server should
+  /// then bind loopback only or sit on a trusted network).
+  std::string token;
 };
 
 /// The store server: one event-loop thread multiplexing every client with poll(2). Requests
@@ -85,6 +96,9 @@ struct TcpStoreOptions {
   std::chrono::milliseconds timeout = default_timeout();
   /// How long to keep retrying the connection while the server is not up yet.
   std::chrono::milliseconds connect_timeout = std::chrono::seconds(60);
+  /// The shared secret presented to the server (and, with is_server, required by it); empty:
+  /// none. rendezvous() sets it (GROUPCOORD_STORE_TOKEN, or a generated one on a single node).
+  std::string token;
 };
 
 /// Store client of a TcpStoreServer. One connection per object; requests from several threads
@@ -98,9 +112,11 @@ class TcpStore : public Store {
 
   /// Connects to host:port, retrying with backoff until `connect_timeout` passes; then throws
   /// TimeoutError naming host:port. Throws std::invalid_argument for an empty host or a port
-  /// outside 1..65535, DistributedError when the server refuses the handshake.
+  /// outside 1..65535 or a token over 1024 bytes, DistributedError when the server refuses the
+  /// handshake (a wrong or missing `token`, too many connections from this host).
   TcpStore(std::string host, int port, std::chrono::milliseconds timeout = default_timeout(),
-           std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout);
+           std::chrono::milliseconds connect_timeout = kDefaultConnectTimeout,
+           std::string token = std::string());
   /// Closes the connection (and stops the server, when create() started one here and no
   /// other reference keeps this store alive).
   ~TcpStore() override;

@@ -1,13 +1,21 @@
 #include "groupcoord/rendezvous.h"
 
+#include <sys/stat.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
+#include <cstdio>
+#include <cstring>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "bootstrap/job_key.h"
+#include "core/shared_memory.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/file_store.h"
@@ -20,6 +28,9 @@ namespace groupcoord {
 namespace {
 
 constexpr const char* kAddressKey = "groupcoord/rendezvous/tcp_store_address";
+constexpr const char* kTokenKey = "groupcoord/rendezvous/tcp_store_token";
+/// The launcher's shared secret for the TCP store (every rank must see the same value).
+constexpr const char* kTokenEnv = "GROUPCOORD_STORE_TOKEN";
 constexpr const char* kJoinedPrefix = "groupcoord/rendezvous/joined/";
 
 bool is_loopback(const std::string& host) {
@@ -50,15 +61,53 @@ void resolve_identity(const RendezvousOptions& options, const LauncherEnv& launc
   out.local_rank = options.local_rank >= 0 ? options.local_rank : launcher.local_rank;
 }
 
-// Rank 0 hosts the server; everybody (rank 0 too) talks to it through a client.
+// GROUPCOORD_STORE_TOKEN, or empty.
+std::string token_from(const EnvLookup& env) {
+  std::optional<std::string> token = env(kTokenEnv);
+  return token ? *token : std::string();
+}
+
+// A fresh secret for a store that only this job's ranks can learn about (128 random bits).
+std::string generated_token() {
+  char text[33];
+  std::snprintf(text, sizeof text, "%016llx%016llx",
+                static_cast<unsigned long long>(shm::random_token()),
+                static_cast<unsigned long long>(shm::random_token()));
+  return text;
+}
+
+// The single-node rendezvous directory's parent must be this user's alone: it carries the store's
+// token, and another user who made it first could read that or plant an address. Made 0700 when
+// missing, tightened when it is ours, refused when it is not.
+void make_private_directory(const std::string& dir) {
+  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    GC_THROW(DistributedError, "single-node rendezvous: cannot create ", dir, ": ",
+             std::strerror(errno));
+  }
+  struct stat info {};
+  GC_CHECK(::lstat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode), "single-node rendezvous: ",
+           dir, " is not a directory; remove it or set GROUPCOORD_RENDEZVOUS_DIR");
+  GC_CHECK(info.st_uid == ::getuid(), "single-node rendezvous: ", dir,
+           " belongs to another user (uid ", info.st_uid, "); remove it or set "
+           "GROUPCOORD_RENDEZVOUS_DIR to a directory of your own");
+  if ((info.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
+    GC_THROW(DistributedError, "single-node rendezvous: cannot make ", dir, " private: ",
+             std::strerror(errno));
+  }
+}
+
+// Rank 0 hosts the server; everybody (rank 0 too) talks to it through a client that presents
+// `token` (the server requires it when it is not empty).
 std::shared_ptr<Store> connect_tcp_store(const std::string& host, int port, int rank,
-                                         std::chrono::milliseconds timeout) {
+                                         std::chrono::milliseconds timeout,
+                                         const std::string& token) {
   TcpStoreOptions options;
   options.host = host;
   options.port = port;
   options.is_server = rank == 0;
   options.timeout = timeout;
   options.connect_timeout = timeout;
+  options.token = token;
   if (options.is_server) {
     // A loopback master only needs a loopback listener; anything else must be reachable by peers.
     options.bind_address = is_loopback(host) ? "127.0.0.1" : "0.0.0.0";
@@ -130,13 +179,20 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
                                               RendezvousResult& out,
                                               std::chrono::milliseconds timeout) {
   const std::string job_key = bootstrap_detail::single_node_job_key(launcher);
-  std::string dir = bootstrap_detail::rendezvous_base_dir(env) + "/" + job_key + "-" +
+  const std::string base = bootstrap_detail::rendezvous_base_dir(env);
+  make_private_directory(base);
+  std::string dir = base + "/" + job_key + "-" +
                     std::to_string(next_rendezvous_generation(job_key, out.rank));
   FileStore files(dir, timeout);
   std::shared_ptr<Store> store;
   if (out.rank == 0) {
-    auto tcp = std::dynamic_pointer_cast<TcpStore>(connect_tcp_store("127.0.0.1", 0, 0, timeout));
+    // The launcher's token when it gave one, else a new one that only this user can read.
+    std::string token = token_from(env);
+    if (token.empty()) token = generated_token();
+    auto tcp = std::dynamic_pointer_cast<TcpStore>(
+        connect_tcp_store("127.0.0.1", 0, 0, timeout, token));
     GC_ASSERT(tcp != nullptr, "single-node rendezvous: expected a TcpStore");
+    files.set(kTokenKey, token);  // before the address: a rank that sees the address has both
     files.set(kAddressKey, "127.0.0.1:" + std::to_string(tcp->port()));
     store = tcp;
   } else {
@@ -152,7 +208,8 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
     std::size_t colon = address.rfind(':');
     GC_ASSERT(colon != std::string::npos, "single-node rendezvous: bad address '", address, "'");
     int port = std::stoi(address.substr(colon + 1));
-    store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout);
+    store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout,
+                              files.get(kTokenKey));
   }
   wait_for_all_ranks(*store, out.rank, out.world_size, timeout, "the single-node store of " + dir);
   if (out.rank == 0) FileStore::remove_directory(dir);
@@ -160,9 +217,15 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
   return store;
 }
 
+// `token`: GROUPCOORD_STORE_TOKEN (every rank must have the same), or empty for a store that
+// serves any client (then it should listen on loopback or a trusted network only).
 std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, RendezvousResult& out,
-                                      std::chrono::milliseconds timeout) {
-  auto store = connect_tcp_store(host, port, out.rank, timeout);
+                                      std::chrono::milliseconds timeout, const std::string& token) {
+  if (token.empty() && out.rank == 0 && !is_loopback(host)) {
+    GC_LOG(Info, "rendezvous: the store at ", host, ":", port, " accepts any client; set ",
+           kTokenEnv, " to the same secret on every rank to require it");
+  }
+  auto store = connect_tcp_store(host, port, out.rank, timeout, token);
   wait_for_all_ranks(*store, out.rank, out.world_size, timeout,
                      host + ":" + std::to_string(port));
   out.description = "tcp store at " + host + ":" + std::to_string(port);
@@ -172,11 +235,13 @@ std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, Rendezv
 std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
                                       RendezvousResult& out, std::chrono::milliseconds timeout) {
   if (!launcher.master_addr.empty() && launcher.master_port > 0) {
-    return tcp_rendezvous(launcher.master_addr, launcher.master_port, out, timeout);
+    return tcp_rendezvous(launcher.master_addr, launcher.master_port, out, timeout,
+                          token_from(env));
   }
   if (out.world_size == 1) {
-    // Nobody to meet: an in-process server keeps the code path identical to real jobs.
-    return tcp_rendezvous("127.0.0.1", 0, out, timeout);
+    // Nobody to meet: an in-process server keeps the code path identical to real jobs; its
+    // secret never leaves the process.
+    return tcp_rendezvous("127.0.0.1", 0, out, timeout, generated_token());
   }
   GC_CHECK(launcher.detected(), "env:// rendezvous needs MASTER_ADDR and MASTER_PORT, or a "
            "launcher (torchrun, mpirun, mpiexec, srun)");
@@ -201,7 +266,7 @@ RendezvousResult rendezvous(const RendezvousOptions& options, const EnvLookup& e
                         (!launcher.master_addr.empty() && is_loopback(launcher.master_addr));
       break;
     case InitMethod::Kind::Tcp:
-      out.store = tcp_rendezvous(method.host, method.port, out, options.timeout);
+      out.store = tcp_rendezvous(method.host, method.port, out, options.timeout, token_from(env));
       out.single_node = launcher.single_node() || is_loopback(method.host);
       break;
     case InitMethod::Kind::File:

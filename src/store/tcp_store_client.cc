@@ -57,10 +57,12 @@ enum class Handshake { kOk, kRetry, kRejected };
 /// at a time under mutex_.
 class TcpStore::Connection {
  public:
-  Connection(std::string host, int port, std::chrono::milliseconds connect_timeout)
+  Connection(std::string host, int port, std::chrono::milliseconds connect_timeout,
+             std::string token)
       : host_(std::move(host)),
         port_(port),
-        endpoint_(store_internal::format_endpoint(host_, port_)) {
+        endpoint_(store_internal::format_endpoint(host_, port_)),
+        token_(std::move(token)) {
     connect(connect_timeout);
   }
 
@@ -85,6 +87,7 @@ class TcpStore::Connection {
   const std::string host_;
   const int port_;
   const std::string endpoint_;
+  const std::string token_;  ///< presented in every handshake
   std::mutex mutex_;
   UniqueFd fd_;
   ProtocolLimits limits_;
@@ -121,7 +124,7 @@ void TcpStore::Connection::connect(std::chrono::milliseconds connect_timeout) {
 }
 
 Handshake TcpStore::Connection::handshake(int fd, TimePoint deadline, std::string* error) {
-  const std::string hello = store_internal::encode_handshake();
+  const std::string hello = store_internal::encode_handshake(token_);
   int err = 0;
   IoStatus status = store_internal::send_all(fd, hello.data(), hello.size(), deadline, &err);
   char header[store_internal::kFrameHeaderBytes];
@@ -287,13 +290,16 @@ FrameReader ok_reader(const std::string& payload) {
 }  // namespace
 
 TcpStore::TcpStore(std::string host, int port, std::chrono::milliseconds timeout,
-                   std::chrono::milliseconds connect_timeout)
+                   std::chrono::milliseconds connect_timeout, std::string token)
     : Store(timeout) {
   GC_CHECK(!host.empty(), "TcpStore: host must not be empty");
   GC_CHECK(port >= 1 && port <= 65535, "TcpStore: port must be in 1..65535, got ", port);
   GC_CHECK(timeout.count() >= 0, "TcpStore: timeout must not be negative");
   GC_CHECK(connect_timeout.count() >= 0, "TcpStore: connect_timeout must not be negative");
-  connection_ = std::make_unique<Connection>(std::move(host), port, connect_timeout);
+  GC_CHECK(token.size() <= store_internal::kMaxTokenBytes, "TcpStore: the token must be at most ",
+           store_internal::kMaxTokenBytes, " bytes, got ", token.size());
+  connection_ =
+      std::make_unique<Connection>(std::move(host), port, connect_timeout, std::move(token));
 }
 
 TcpStore::~TcpStore() = default;
@@ -307,11 +313,12 @@ std::shared_ptr<TcpStore> TcpStore::create(const TcpStoreOptions& options) {
                           : is_loopback(options.host)   ? options.host
                                                         : std::string("0.0.0.0");
     server_options.port = options.port;
+    server_options.token = options.token;
     server = TcpStoreServer::start(server_options);
     port = server->port();
   }
-  auto store =
-      std::make_shared<TcpStore>(options.host, port, options.timeout, options.connect_timeout);
+  auto store = std::make_shared<TcpStore>(options.host, port, options.timeout,
+                                          options.connect_timeout, options.token);
   store->server_ = std::move(server);
   return store;
 }

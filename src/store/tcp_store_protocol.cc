@@ -133,11 +133,27 @@ void FrameReader::expect_end() const {
   }
 }
 
-std::string encode_handshake() {
+std::string encode_handshake(std::string_view token) {
+  if (token.size() > kMaxTokenBytes) {
+    throw std::invalid_argument("TcpStore: a token of " + std::to_string(token.size()) +
+                                " bytes is longer than the limit of " +
+                                std::to_string(kMaxTokenBytes));
+  }
   std::string out;
   put_le(&out, kProtocolMagic, 4);
   put_le(&out, kProtocolVersion, 4);
+  put_le(&out, token.size(), 4);
+  out.append(token);
   return out;
+}
+
+bool tokens_match(std::string_view presented, std::string_view expected) {
+  if (presented.size() != expected.size()) return false;
+  unsigned char difference = 0;
+  for (std::size_t i = 0; i < expected.size(); ++i) {
+    difference |= static_cast<unsigned char>(presented[i] ^ expected[i]);
+  }
+  return difference == 0;
 }
 
 std::uint32_t decode_u32(const char* data) { return static_cast<std::uint32_t>(get_le(data, 4)); }

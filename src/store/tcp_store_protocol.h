@@ -1,7 +1,9 @@
 // Wire format of the TCP store (private to src/store).
 //
-// Connection start: the client sends 8 raw bytes, magic then version (u32 each). The server
-// answers with a reply frame: kOk + version + its limits, or kError + message and closes.
+// Connection start: the client sends magic, version and a token length (u32 each), then the
+// token's bytes (the shared secret, empty when the job has none). The server answers with a reply
+// frame: kOk + version + its limits, or kError + message and closes (wrong magic or version, a
+// token that does not match the server's, too many connections from that peer).
 //
 // Then every message is a frame: u32 payload length, then the payload. All integers are little
 // endian; `bytes` is a u32 length followed by that many bytes.
@@ -35,8 +37,11 @@ namespace groupcoord {
 namespace store_internal {
 
 inline constexpr std::uint32_t kProtocolMagic = 0x54534347;  // "GCST" on the wire
-inline constexpr std::uint32_t kProtocolVersion = 1;
-inline constexpr std::size_t kHandshakeBytes = 8;
+inline constexpr std::uint32_t kProtocolVersion = 2;
+/// The handshake's fixed part: magic, version, token length.
+inline constexpr std::size_t kHandshakeBytes = 12;
+/// Longest token a handshake may carry.
+inline constexpr std::uint32_t kMaxTokenBytes = 1024;
 inline constexpr std::size_t kFrameHeaderBytes = 4;
 /// Upper bound of a reply frame before the limits are known (the handshake reply).
 inline constexpr std::uint32_t kMaxHandshakeReplyBytes = 64 * 1024;
@@ -115,8 +120,11 @@ class FrameReader {
   std::size_t pos_ = 0;
 };
 
-/// The 8-byte handshake a client sends.
-std::string encode_handshake();
+/// The handshake a client sends, carrying `token` (at most kMaxTokenBytes; empty: none).
+std::string encode_handshake(std::string_view token);
+/// Whether `presented` equals `expected`, in time that depends only on their lengths (a timing
+/// side channel must not reveal how much of a guessed token was right).
+bool tokens_match(std::string_view presented, std::string_view expected);
 /// Little-endian u32 from 4 bytes.
 std::uint32_t decode_u32(const char* data);
 /// Reply frame carrying only a status and a message (kError / kInvalidArgument).

@@ -53,6 +53,8 @@ struct Connection {
   std::uint64_t id = 0;
   UniqueFd fd;
   std::string peer;
+  std::string peer_host;  ///< the peer's address without its port: what the limit counts
+  bool counted = false;   ///< counted in connections_per_peer_
   bool handshaken = false;
   bool eof = false;      ///< the peer closed its sending side
   bool parked = false;   ///< a get/wait of this connection waits in ServerState
@@ -93,6 +95,8 @@ void check_options(const TcpStoreServerOptions& options) {
   GC_CHECK(options.max_value_bytes <= kMaxValueLimit, "TcpStoreServer: max_value_bytes must be ",
            "at most ", kMaxValueLimit, ", got ", options.max_value_bytes);
   GC_CHECK(options.max_keys_per_request >= 1, "TcpStoreServer: max_keys_per_request must be >= 1");
+  GC_CHECK(options.token.size() <= store_internal::kMaxTokenBytes, "TcpStoreServer: the token ",
+           "must be at most ", store_internal::kMaxTokenBytes, " bytes, got ", options.token.size());
   // Frame lengths are u32 on the wire.
   GC_CHECK(limits_from(options).max_request_bytes() < 0xffffffffULL &&
                limits_from(options).max_reply_bytes() < 0xffffffffULL,
@@ -109,7 +113,9 @@ class TcpStoreServer::Impl {
         port_(store_internal::local_port(listener.get())),
         limits_(limits_from(options)),
         input_cap_(store_internal::kFrameHeaderBytes + limits_.max_request_bytes()),
-        state_(limits_),
+        token_(options.token),
+        max_connections_per_peer_(options.max_connections_per_peer),
+        state_(limits_, options.max_total_bytes),
         listener_(std::move(listener)),
         wake_(std::move(wake)) {}
 
@@ -147,7 +153,9 @@ class TcpStoreServer::Impl {
   void append_input(Connection& c, const char* data, std::size_t size);
   void process_input(Connection& c);
   bool process_one(Connection& c);
-  void handle_handshake(Connection& c);
+  /// Checks the handshake as its bytes arrive (magic and version first, so that a stranger is
+  /// told at once) and answers it once complete; true when it was answered.
+  bool handle_handshake(Connection& c);
   void handle_request(Connection& c, std::string_view payload);
   void deliver(std::vector<Delivery> deliveries);
   void send_frame(Connection& c, std::string frame);
@@ -163,7 +171,10 @@ class TcpStoreServer::Impl {
   const int port_;
   const ProtocolLimits limits_;
   const std::size_t input_cap_;
+  const std::string token_;
+  const std::size_t max_connections_per_peer_;
   store_internal::ServerState state_;
+  std::unordered_map<std::string, std::size_t> connections_per_peer_;
   UniqueFd listener_;
   UniqueFd wake_;
   std::mutex stop_mutex_;
@@ -271,9 +282,21 @@ void TcpStoreServer::Impl::accept_clients() {
     Connection c;
     c.id = next_id_++;
     c.peer = store_internal::peer_name(fd.get());
+    c.peer_host = c.peer.substr(0, c.peer.rfind(':'));
     c.fd = std::move(fd);
     GC_LOG(Debug, "store server: client ", c.peer, " connected");
-    connections_.emplace(c.id, std::move(c));
+    Connection& added = connections_.emplace(c.id, std::move(c)).first->second;
+    std::size_t& open = connections_per_peer_[added.peer_host];
+    if (max_connections_per_peer_ > 0 && open >= max_connections_per_peer_) {
+      // Told why before it is closed; it never counts, so it cannot push others out.
+      protocol_error(added, "too many connections from " + added.peer_host + ": " +
+                                std::to_string(open) + " are open, the limit is " +
+                                std::to_string(max_connections_per_peer_) +
+                                " (TcpStoreServerOptions::max_connections_per_peer)");
+      continue;
+    }
+    ++open;
+    added.counted = true;
   }
 }
 
@@ -347,11 +370,7 @@ void TcpStoreServer::Impl::process_input(Connection& c) {
 }
 
 bool TcpStoreServer::Impl::process_one(Connection& c) {
-  if (!c.handshaken) {
-    if (c.in_avail() < store_internal::kHandshakeBytes) return false;
-    handle_handshake(c);
-    return true;
-  }
+  if (!c.handshaken) return handle_handshake(c);
   if (c.in_avail() < store_internal::kFrameHeaderBytes) return false;
   const std::uint32_t length = store_internal::decode_u32(c.in.data() + c.in_pos);
   if (length == 0 || length > limits_.max_request_bytes()) {
@@ -367,18 +386,41 @@ bool TcpStoreServer::Impl::process_one(Connection& c) {
   return true;
 }
 
-void TcpStoreServer::Impl::handle_handshake(Connection& c) {
-  const std::uint32_t magic = store_internal::decode_u32(c.in.data() + c.in_pos);
-  const std::uint32_t version = store_internal::decode_u32(c.in.data() + c.in_pos + 4);
-  c.in_pos += store_internal::kHandshakeBytes;
+bool TcpStoreServer::Impl::handle_handshake(Connection& c) {
+  constexpr std::size_t kMagicAndVersion = 8;
+  if (c.in_avail() < kMagicAndVersion) return false;
+  const char* hello = c.in.data() + c.in_pos;
+  const std::uint32_t magic = store_internal::decode_u32(hello);
+  const std::uint32_t version = store_internal::decode_u32(hello + 4);
   if (magic != store_internal::kProtocolMagic) {
-    return protocol_error(
-        c, "bad handshake magic " + std::to_string(magic) + ": not a groupcoord store client");
+    protocol_error(c, "bad handshake magic " + std::to_string(magic) +
+                          ": not a groupcoord store client");
+    return false;
   }
   if (version != store_internal::kProtocolVersion) {
-    return protocol_error(c, "unsupported protocol version " + std::to_string(version) +
-                                 " (this server speaks " +
-                                 std::to_string(store_internal::kProtocolVersion) + ")");
+    protocol_error(c, "unsupported protocol version " + std::to_string(version) +
+                          " (this server speaks " +
+                          std::to_string(store_internal::kProtocolVersion) + ")");
+    return false;
+  }
+  if (c.in_avail() < store_internal::kHandshakeBytes) return false;
+  const std::uint32_t token_bytes = store_internal::decode_u32(hello + kMagicAndVersion);
+  if (token_bytes > store_internal::kMaxTokenBytes) {
+    protocol_error(c, "handshake token of " + std::to_string(token_bytes) +
+                          " bytes is over the limit of " +
+                          std::to_string(store_internal::kMaxTokenBytes));
+    return false;
+  }
+  if (c.in_avail() < store_internal::kHandshakeBytes + token_bytes) return false;
+  const std::string_view token(hello + store_internal::kHandshakeBytes, token_bytes);
+  c.in_pos += store_internal::kHandshakeBytes + token_bytes;
+  if (!token_.empty() && !store_internal::tokens_match(token, token_)) {
+    GC_LOG(Warn, "store server ", store_internal::format_endpoint(host_, port_), ": refused ",
+           c.peer, ": ", token.empty() ? "no token" : "a wrong token");
+    protocol_error(c, std::string("this store requires its job's token and the client ") +
+                          (token.empty() ? "presented none" : "presented another one") +
+                          " (every rank must have the same GROUPCOORD_STORE_TOKEN)");
+    return false;
   }
   c.handshaken = true;
   send_frame(c, store_internal::FrameWriter()
@@ -388,6 +430,7 @@ void TcpStoreServer::Impl::handle_handshake(Connection& c) {
                     .u32(limits_.max_value_bytes)
                     .u32(limits_.max_keys_per_request)
                     .finish());
+  return true;
 }
 
 void TcpStoreServer::Impl::handle_request(Connection& c, std::string_view payload) {
@@ -490,7 +533,17 @@ void TcpStoreServer::Impl::expire(TimePoint now) {
 
 void TcpStoreServer::Impl::sweep() {
   for (auto it = connections_.begin(); it != connections_.end();) {
-    it = it->second.dead ? connections_.erase(it) : std::next(it);
+    if (!it->second.dead) {
+      ++it;
+      continue;
+    }
+    if (it->second.counted) {
+      const auto open = connections_per_peer_.find(it->second.peer_host);
+      if (open != connections_per_peer_.end() && --open->second == 0) {
+        connections_per_peer_.erase(open);
+      }
+    }
+    it = connections_.erase(it);
   }
 }
 

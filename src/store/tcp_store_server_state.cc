@@ -84,7 +84,7 @@ RequestResult ServerState::do_set(FrameReader& reader) {
   std::string key = read_key(reader);
   Bytes value = reader.bytes("value", limits_.max_value_bytes);
   reader.expect_end();
-  values_[key] = std::move(value);
+  put(key, std::move(value));
   RequestResult result = reply(ok_frame());
   result.woken = wake(key);
   return result;
@@ -106,7 +106,7 @@ RequestResult ServerState::do_add(FrameReader& reader) {
   const auto it = values_.find(key);
   const std::int64_t value =
       add_to_counter(key, it == values_.end() ? nullptr : &it->second, delta);
-  values_[key] = counter_text(value);
+  put(key, counter_text(value));
   RequestResult result = reply(int_frame(value));
   result.woken = wake(key);
   return result;
@@ -122,7 +122,7 @@ RequestResult ServerState::do_compare_set(FrameReader& reader) {
       decide_compare_set(it == values_.end() ? nullptr : &it->second, expected, desired);
   RequestResult result = reply(bytes_frame(outcome.result));
   if (outcome.store) {
-    values_[key] = std::move(desired);
+    put(key, std::move(desired));
     result.woken = wake(key);
   }
   return result;
@@ -145,7 +145,35 @@ RequestResult ServerState::do_wait(std::uint64_t connection, FrameReader& reader
 RequestResult ServerState::do_delete_key(FrameReader& reader) {
   const std::string key = read_key(reader);
   reader.expect_end();
-  return reply(bool_frame(values_.erase(key) > 0));
+  return reply(bool_frame(erase(key)));
+}
+
+void ServerState::put(const std::string& key, Bytes value) {
+  const auto it = values_.find(key);
+  const std::size_t old_bytes = it == values_.end() ? 0 : key.size() + it->second.size();
+  const std::size_t new_bytes = key.size() + value.size();
+  const std::size_t total = stored_bytes_ - old_bytes + new_bytes;
+  if (max_total_bytes_ > 0 && new_bytes > old_bytes && total > max_total_bytes_) {
+    throw std::invalid_argument(
+        "the store is full: key '" + key.substr(0, 64) + "' (" + std::to_string(new_bytes) +
+        " bytes with its value) would bring it to " + std::to_string(total) +
+        " bytes, over its limit of " + std::to_string(max_total_bytes_) +
+        " (TcpStoreServerOptions::max_total_bytes); delete keys no longer needed");
+  }
+  stored_bytes_ = total;
+  if (it == values_.end()) {
+    values_.emplace(key, std::move(value));
+  } else {
+    it->second = std::move(value);
+  }
+}
+
+bool ServerState::erase(const std::string& key) {
+  const auto it = values_.find(key);
+  if (it == values_.end()) return false;
+  stored_bytes_ -= key.size() + it->second.size();
+  values_.erase(it);
+  return true;
 }
 
 RequestResult ServerState::do_num_keys(FrameReader& reader) {

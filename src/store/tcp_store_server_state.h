@@ -40,7 +40,9 @@ struct RequestResult {
 /// its next request only after the reply to the previous one).
 class ServerState {
  public:
-  explicit ServerState(const ProtocolLimits& limits) : limits_(limits) {}
+  /// `max_total_bytes`: most key plus value bytes held at once (0: no limit).
+  explicit ServerState(const ProtocolLimits& limits, std::size_t max_total_bytes = 0)
+      : limits_(limits), max_total_bytes_(max_total_bytes) {}
 
   /// Decodes and executes one request payload from `connection`. Malformed input gives
   /// kProtocolError; refused operations (add on a non-integer) give a kInvalidArgument reply.
@@ -53,6 +55,8 @@ class ServerState {
   std::optional<TimePoint> next_deadline() const;
   /// Number of parked requests (for tests and logs).
   std::size_t num_waiters() const { return waiters_.size(); }
+  /// Key plus value bytes held now.
+  std::size_t stored_bytes() const { return stored_bytes_; }
 
  private:
   struct Waiter {
@@ -83,8 +87,15 @@ class ServerState {
   std::vector<std::string> missing(const std::vector<std::string>& keys) const;
   std::string ok_reply_for(const Waiter& waiter) const;
   void unindex(std::uint64_t connection, const std::vector<std::string>& keys);
+  /// values_[key] = value within max_total_bytes_; std::invalid_argument (the client's error)
+  /// when it would go past it.
+  void put(const std::string& key, Bytes value);
+  /// Erases `key`; whether it existed.
+  bool erase(const std::string& key);
 
   ProtocolLimits limits_;
+  std::size_t max_total_bytes_ = 0;
+  std::size_t stored_bytes_ = 0;
   std::unordered_map<std::string, Bytes> values_;
   std::unordered_map<std::uint64_t, Waiter> waiters_;  // by connection
   std::unordered_map<std::string, std::vector<std::uint64_t>> waiters_by_key_;

@@ -20,6 +20,7 @@
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
 #include "groupcoord/rendezvous.h"
+#include "groupcoord/tcp_store.h"
 #include "test_support.h"
 
 namespace groupcoord {
@@ -135,6 +136,43 @@ TEST(RendezvousThreads, SingleNodeMpirunWithNothingElseSetCleansUp) {
     exchange_through_store(result);
   });
   EXPECT_TRUE(directory_is_empty(dir.path())) << "the rendezvous directory was left behind";
+}
+
+// The single-node store requires a token that only this user can read: the rendezvous directory
+// is made private (0700) even when it existed with wider permissions, a client without the token
+// is refused, and GROUPCOORD_STORE_TOKEN from the launcher is the one required when given.
+TEST(RendezvousThreads, SingleNodeStoreRequiresTheJobsToken) {
+  TempDir dir;
+  const std::string base = dir.path() + "/rdzv";
+  ASSERT_TRUE(std::filesystem::create_directory(base));
+  std::filesystem::permissions(base, std::filesystem::perms::all);  // 0777, as a umask might
+  for (const std::string& launcher_token : {std::string(), std::string("from-the-launcher")}) {
+    run_ranks_on_threads(2, [&](int rank) {
+      RendezvousOptions options;
+      options.timeout = std::chrono::seconds(30);
+      auto env = open_mpi_env(rank, 2, base, "tokens" + launcher_token);
+      if (!launcher_token.empty()) env["GROUPCOORD_STORE_TOKEN"] = launcher_token;
+      RendezvousResult result = rendezvous(options, fake_env(env));
+      auto tcp = std::dynamic_pointer_cast<TcpStore>(result.store);
+      ASSERT_NE(tcp, nullptr);
+      if (rank == 0) {
+        EXPECT_THROW(TcpStore("127.0.0.1", tcp->port(), std::chrono::seconds(5),
+                              std::chrono::seconds(5)),
+                     DistributedError)
+            << "a client without the token was served";
+        if (!launcher_token.empty()) {
+          TcpStore("127.0.0.1", tcp->port(), std::chrono::seconds(5), std::chrono::seconds(5),
+                   launcher_token)
+              .set("with-the-launchers-token", "1");
+        }
+      }
+      exchange_through_store(result);
+    });
+    const auto mode = std::filesystem::status(base).permissions();
+    EXPECT_EQ(mode & (std::filesystem::perms::group_all | std::filesystem::perms::others_all),
+              std::filesystem::perms::none)
+        << "the rendezvous directory is readable by others";
+  }
 }
 
 TEST(RendezvousThreads, SecondWorldInTheSameJobMeetsFreshly) {

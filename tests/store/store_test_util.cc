@@ -79,8 +79,8 @@ std::string frame(const std::string& payload) {
   return le32(static_cast<std::uint32_t>(payload.size())) + payload;
 }
 
-std::string hello(std::uint32_t magic, std::uint32_t version) {
-  return le32(magic) + le32(version);
+std::string hello(std::uint32_t magic, std::uint32_t version, const std::string& token) {
+  return le32(magic) + le32(version) + le32(static_cast<std::uint32_t>(token.size())) + token;
 }
 
 std::string RawReply::message() const {

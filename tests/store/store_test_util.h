@@ -28,8 +28,9 @@ std::string le64(std::int64_t value);
 std::string field(const std::string& bytes);
 /// u32 payload length + payload.
 std::string frame(const std::string& payload);
-/// The client handshake: magic "GCST" (0x54534347) and version 1.
-std::string hello(std::uint32_t magic = 0x54534347, std::uint32_t version = 1);
+/// The client handshake: magic "GCST" (0x54534347), version 2 and `token`.
+std::string hello(std::uint32_t magic = 0x54534347, std::uint32_t version = 2,
+                  const std::string& token = std::string());
 
 /// One reply frame as read off the wire.
 struct RawReply {

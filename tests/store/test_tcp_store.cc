@@ -135,6 +135,109 @@ TEST(TcpStore, CreateHostsTheServerInProcess) {
   EXPECT_EQ(peer->get("from_rank0"), "hello");
 }
 
+// A store with a token serves only clients that present it: a missing or wrong token is refused
+// with an error that says so (not a timeout), and the right one works.
+TEST(TcpStore, ATokenIsRequiredWhenTheServerHasOne) {
+  TcpStoreServerOptions options;
+  options.token = "job-secret-0123";
+  std::unique_ptr<TcpStoreServer> server = start_server(options);
+  const int port = server->port();
+  for (const std::string& token : {std::string(), std::string("job-secret-0124")}) {
+    try {
+      TcpStore("127.0.0.1", port, 5s, 5s, token);
+      ADD_FAILURE() << "a client with token '" << token << "' was served";
+    } catch (const DistributedError& e) {
+      EXPECT_NE(std::string(e.what()).find("GROUPCOORD_STORE_TOKEN"), std::string::npos)
+          << e.what();
+      EXPECT_NE(std::string(e.what()).find(token.empty() ? "presented none" : "another one"),
+                std::string::npos)
+          << e.what();
+    }
+  }
+  TcpStore good("127.0.0.1", port, 5s, 5s, "job-secret-0123");
+  good.set("k", "v");
+  EXPECT_EQ(good.get("k"), "v");
+  // A server without a token serves a client that has one.
+  std::unique_ptr<TcpStoreServer> open = start_server();
+  TcpStore("127.0.0.1", open->port(), 5s, 5s, "anything").set("k", "v");
+  EXPECT_THROW(TcpStore("127.0.0.1", port, 5s, 5s, std::string(2000, 'x')),
+               std::invalid_argument);
+}
+
+// A raw client sees the refusal on the wire: the token is checked before anything is served.
+TEST(TcpStore, AWrongTokenGetsNoAnswerButTheRefusal) {
+  TcpStoreServerOptions options;
+  options.token = "s3cret";
+  std::unique_ptr<TcpStoreServer> server = start_server(options);
+  RawClient client(server->port());
+  ASSERT_TRUE(client.send(hello(0x54534347, 2, "guess") +
+                          frame(std::string(1, kNumKeys))));
+  RawReply reply;
+  ASSERT_TRUE(client.read_reply(&reply));
+  EXPECT_NE(reply.status, kOk);
+  EXPECT_NE(reply.message().find("presented another one"), std::string::npos) << reply.message();
+  EXPECT_FALSE(client.read_reply(&reply)) << "the request after the refused handshake was served";
+}
+
+// The server holds at most max_total_bytes: a set past it is refused (the connection stays
+// usable), replacing or deleting a key makes room again.
+TEST(TcpStore, TheServerHoldsAtMostItsTotalBytes) {
+  TcpStoreServerOptions options;
+  options.max_total_bytes = 1000;
+  std::unique_ptr<TcpStoreServer> server = start_server(options);
+  TcpStore store("127.0.0.1", server->port(), 5s);
+  store.set("a", std::string(600, 'a'));
+  try {
+    store.set("b", std::string(600, 'b'));
+    ADD_FAILURE() << "a set past max_total_bytes was accepted";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("the store is full"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("1000"), std::string::npos) << e.what();
+  }
+  EXPECT_FALSE(store.check({"b"}));
+  store.set("a", std::string(300, 'a'));  // a smaller value for the same key
+  store.set("b", std::string(600, 'b'));
+  EXPECT_THROW(store.set("c", std::string(200, 'c')), std::invalid_argument);
+  EXPECT_TRUE(store.delete_key("a"));
+  store.set("c", std::string(200, 'c'));
+  EXPECT_EQ(store.num_keys(), 2);
+  EXPECT_THROW(store.add("counter-past-the-limit-" + std::string(400, 'k'), 1),
+               std::invalid_argument);
+}
+
+// One peer address may hold at most max_connections_per_peer connections; the next is told why
+// and closed, and a slot freed by a closed client serves a new one.
+TEST(TcpStore, ConnectionsPerPeerAreLimited) {
+  TcpStoreServerOptions options;
+  options.max_connections_per_peer = 2;
+  std::unique_ptr<TcpStoreServer> server = start_server(options);
+  const int port = server->port();
+  auto first = std::make_unique<TcpStore>("127.0.0.1", port, 5s);
+  TcpStore second("127.0.0.1", port, 5s);
+  try {
+    TcpStore third("127.0.0.1", port, 5s, 5s);
+    ADD_FAILURE() << "a third connection from one peer was served";
+  } catch (const DistributedError& e) {
+    EXPECT_NE(std::string(e.what()).find("too many connections from 127.0.0.1"),
+              std::string::npos)
+        << e.what();
+    EXPECT_NE(std::string(e.what()).find("max_connections_per_peer"), std::string::npos);
+  }
+  first.reset();
+  // The server notices the close in its next loop round; the client retries until then.
+  bool served = false;
+  for (int attempt = 0; attempt < 50 && !served; ++attempt) {
+    try {
+      TcpStore("127.0.0.1", port, 5s, 5s).set("k", "v");
+      served = true;
+    } catch (const DistributedError&) {
+      std::this_thread::sleep_for(20ms);
+    }
+  }
+  EXPECT_TRUE(served) << "the closed client's slot was not freed";
+  second.set("still", "served");
+}
+
 TEST(TcpStore, ServerLimitsAreCheckedBeforeSending) {
   TcpStoreServerOptions options;
   options.max_key_bytes = 16;
