@@ -97,16 +97,18 @@ void make_private_directory(const std::string& dir) {
 }
 
 // Rank 0 hosts the server; everybody (rank 0 too) talks to it through a client that presents
-// `token` (the server requires it when it is not empty).
+// `token` (the server requires it when it is not empty). `connect_limit`: how long to keep
+// trying to reach the server (the rendezvous's time left); `timeout`: the store's own deadline.
 std::shared_ptr<Store> connect_tcp_store(const std::string& host, int port, int rank,
                                          std::chrono::milliseconds timeout,
-                                         const std::string& token) {
+                                         const std::string& token,
+                                         std::chrono::milliseconds connect_limit) {
   TcpStoreOptions options;
   options.host = host;
   options.port = port;
   options.is_server = rank == 0;
   options.timeout = timeout;
-  options.connect_timeout = timeout;
+  options.connect_timeout = connect_limit;
   options.token = token;
   if (options.is_server) {
     // A loopback master only needs a loopback listener; anything else must be reachable by peers.
@@ -173,6 +175,9 @@ int next_rendezvous_generation(const std::string& job_key, int rank) {
   return generations[job_key + "#" + std::to_string(rank)]++;
 }
 
+std::shared_ptr<Store> meet_in_directory(const std::string& dir, const EnvLookup& env,
+                                         RendezvousResult& out, std::chrono::milliseconds timeout);
+
 // See rendezvous.h: a FileStore directory only this launch can name publishes the address of an
 // ephemeral-port TcpStore hosted by rank 0.
 std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
@@ -183,6 +188,25 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
   make_private_directory(base);
   std::string dir = base + "/" + job_key + "-" +
                     std::to_string(next_rendezvous_generation(job_key, out.rank));
+  try {
+    return meet_in_directory(dir, env, out, timeout);
+  } catch (...) {
+    // A rank that cannot meet its peers here removes the directory: the job is failing, and a
+    // dead rank 0 (the only one that removes it otherwise) must not leave its address behind.
+    // Ranks that connected before no longer need it.
+    FileStore::remove_directory(dir);
+    throw;
+  }
+}
+
+// single_node_rendezvous's meeting in `dir`: rank 0 publishes its store's token and address, the
+// others read them and connect; every rank then joins.
+std::shared_ptr<Store> meet_in_directory(const std::string& dir, const EnvLookup& env,
+                                         RendezvousResult& out,
+                                         std::chrono::milliseconds timeout) {
+  // One deadline for reading the address and reaching the server: a rank that starts after rank
+  // 0 died must not wait a timeout for each.
+  const auto deadline = std::chrono::steady_clock::now() + timeout;
   FileStore files(dir, timeout);
   std::shared_ptr<Store> store;
   if (out.rank == 0) {
@@ -190,7 +214,7 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
     std::string token = token_from(env);
     if (token.empty()) token = generated_token();
     auto tcp = std::dynamic_pointer_cast<TcpStore>(
-        connect_tcp_store("127.0.0.1", 0, 0, timeout, token));
+        connect_tcp_store("127.0.0.1", 0, 0, timeout, token, timeout));
     GC_ASSERT(tcp != nullptr, "single-node rendezvous: expected a TcpStore");
     files.set(kTokenKey, token);  // before the address: a rank that sees the address has both
     files.set(kAddressKey, "127.0.0.1:" + std::to_string(tcp->port()));
@@ -208,8 +232,11 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
     std::size_t colon = address.rfind(':');
     GC_ASSERT(colon != std::string::npos, "single-node rendezvous: bad address '", address, "'");
     int port = std::stoi(address.substr(colon + 1));
-    store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout,
-                              files.get(kTokenKey));
+    const std::string token = files.get(kTokenKey);
+    const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(
+        deadline - std::chrono::steady_clock::now());
+    store = connect_tcp_store(address.substr(0, colon), port, out.rank, timeout, token,
+                              std::max(left, std::chrono::milliseconds(1)));
   }
   wait_for_all_ranks(*store, out.rank, out.world_size, timeout, "the single-node store of " + dir);
   if (out.rank == 0) FileStore::remove_directory(dir);
@@ -225,7 +252,7 @@ std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, Rendezv
     GC_LOG(Info, "rendezvous: the store at ", host, ":", port, " accepts any client; set ",
            kTokenEnv, " to the same secret on every rank to require it");
   }
-  auto store = connect_tcp_store(host, port, out.rank, timeout, token);
+  auto store = connect_tcp_store(host, port, out.rank, timeout, token, timeout);
   wait_for_all_ranks(*store, out.rank, out.world_size, timeout,
                      host + ":" + std::to_string(port));
   out.description = "tcp store at " + host + ":" + std::to_string(port);

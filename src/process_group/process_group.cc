@@ -5,7 +5,10 @@
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
+#include <chrono>
+#include <future>
 #include <set>
+#include <thread>
 
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -23,6 +26,34 @@ namespace {
 /// counts agree across ranks without any coordination.
 std::string world_generation_key(int rank) {
   return "groupcoord/pg/world_generation/" + std::to_string(rank);
+}
+
+/// Gloo's connectFullMesh with the caller's wait bounded by `timeout` (+ a little, so that Gloo's
+/// own timeout error, which says more, wins when it comes in time). Gloo may wait several times
+/// its timeout for a peer that died after publishing its address (each pair's connect retries
+/// until its own deadline, one pair after another: 15 s for a 3 s timeout in
+/// tests/faults/test_faults.cc). The connect runs on a helper thread that holds what it uses;
+/// past the deadline the caller gets TimeoutError and the helper finishes on its own.
+void connect_full_mesh_within(std::shared_ptr<gloo::rendezvous::Context> context,
+                              std::shared_ptr<gloo::rendezvous::Store> store,
+                              std::shared_ptr<gloo::transport::Device> device,
+                              std::chrono::milliseconds timeout) {
+  constexpr std::chrono::milliseconds kGlooFirst{500};
+  auto done = std::make_shared<std::promise<void>>();
+  std::future<void> result = done->get_future();
+  std::thread([context, store, device, done]() mutable {
+    try {
+      context->connectFullMesh(*store, device);
+      done->set_value();
+    } catch (...) {
+      done->set_exception(std::current_exception());
+    }
+  }).detach();
+  if (result.wait_for(timeout + kGlooFirst) != std::future_status::ready) {
+    GC_THROW(TimeoutError, "the connections to every peer were not made within ",
+             timeout.count(), " ms");
+  }
+  result.get();  // rethrows Gloo's error
 }
 
 /// Builds the state of a group and connects its Gloo context (collective over its members).
@@ -50,8 +81,9 @@ std::shared_ptr<ProcessGroup::State> connect_group(std::shared_ptr<GlooTransport
   gloo_view->set_timeout(options.timeout);  // Gloo's get() of a peer's address honours it
   auto gloo_store = make_gloo_store(gloo_view);
   // A failed rendezvous leaves no group behind, so the health this marks broken is discarded.
-  run_gloo_op(*state->health, "rendezvous (connectFullMesh)", options.timeout,
-              [&] { context->connectFullMesh(*gloo_store, state->transport->device()); });
+  run_gloo_op(*state->health, "rendezvous (connectFullMesh)", options.timeout, [&] {
+    connect_full_mesh_within(context, gloo_store, state->transport->device(), options.timeout);
+  });
   state->context = std::move(context);
   GC_LOG(Debug, state->health->label(), ": connected over ", state->transport->description(),
          " (store prefix ", state->prefix, ")");

@@ -1,0 +1,366 @@
+// Dead ranks, the way a job meets them: each test forks the ranks of a small job (no mpirun, which
+// would take the whole job down with the killed rank), lets them rendezvous as mpirun's children
+// do on one node (env://, the single-node rendezvous directory), drives them to a point, SIGKILLs
+// one rank from outside and then checks what the issue promises:
+//   - every survivor raises DistributedError or TimeoutError within the group's timeout + 5 s
+//     (counted from the kill, or from its own start for a rank that joins after the death) and
+//     exits cleanly (its exit code says which error it caught);
+//   - nothing of the job is left in /dev/shm (a segment name carries its creator's pid) or in the
+//     rendezvous directory;
+//   - a new job on the same rendezvous directory and job id then runs.
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "groupcoord/errors.h"
+#include "groupcoord/group_coordinator.h"
+#include "groupcoord/message_queue.h"
+#include "groupcoord/parallel_state.h"
+#include "groupcoord/process_group.h"
+#include "groupcoord/tensor.h"
+#include "test_support.h"
+
+namespace groupcoord {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using namespace std::chrono_literals;
+
+// The job's timeout (GROUPCOORD_TIMEOUT_S): short, so that the suite stays quick.
+constexpr auto kTimeout = 3s;
+// What the issue allows past the timeout.
+constexpr auto kSlack = 5s;
+
+// Exit codes of a rank.
+enum Outcome {
+  kCompleted = 0,     // the scenario ended without an error (a survivor must not)
+  kTimeoutError = 10,
+  kDistributedError = 11,
+  kOtherError = 12,
+  kNotExited = -1,    // still running at the deadline (then killed)
+};
+
+const char* outcome_name(int code) {
+  switch (code) {
+    case kCompleted: return "completed without an error";
+    case kTimeoutError: return "TimeoutError";
+    case kDistributedError: return "DistributedError";
+    case kOtherError: return "another exception";
+    case kNotExited: return "still running past the deadline";
+    default: return "killed or crashed";
+  }
+}
+
+// One job of `world` forked ranks over a rendezvous directory of its own.
+class Job {
+ public:
+  Job(const std::string& base, const std::string& id, int world)
+      : base_(base), id_(id), world_(world), pids_(world, -1), started_(world) {
+    std::filesystem::create_directories(markers());
+  }
+  ~Job() {
+    for (pid_t pid : pids_) {
+      if (pid > 0) {
+        ::kill(pid, SIGKILL);
+        ::waitpid(pid, nullptr, 0);
+      }
+    }
+  }
+
+  // Starts rank `rank`: it takes the launcher's variables of this job, initialises the world
+  // and runs `body`, which may call at(name) to tell the test where it is.
+  void start(int rank, const std::function<void(Job&, int)>& body) {
+    started_[rank] = Clock::now();
+    const pid_t pid = ::fork();
+    ASSERT_GE(pid, 0);
+    if (pid > 0) {
+      pids_[rank] = pid;
+      all_pids_.push_back(pid);
+      return;
+    }
+    ::_exit(run_rank(rank, body));
+  }
+
+  // Called in a rank: marks that it reached `name`.
+  void at(int rank, const std::string& name) const {
+    std::ofstream(markers() + "/" + std::to_string(rank) + "-" + name) << "1";
+  }
+
+  // Waits (in the test) until rank `rank` reached `name`.
+  bool wait_for(int rank, const std::string& name, std::chrono::seconds limit = 30s) const {
+    const std::string path = markers() + "/" + std::to_string(rank) + "-" + name;
+    const auto deadline = Clock::now() + limit;
+    while (Clock::now() < deadline) {
+      if (std::filesystem::exists(path)) return true;
+      std::this_thread::sleep_for(5ms);
+    }
+    return false;
+  }
+
+  Clock::time_point kill(int rank) {
+    ::kill(pids_[rank], SIGKILL);
+    ::waitpid(pids_[rank], nullptr, 0);
+    pids_[rank] = -1;
+    return Clock::now();
+  }
+
+  // The outcome of rank `rank` once it exits, or kNotExited (and the rank killed) when it is
+  // still running at `deadline`.
+  int wait_exit(int rank, Clock::time_point deadline) {
+    for (;;) {
+      int status = 0;
+      const pid_t done = ::waitpid(pids_[rank], &status, WNOHANG);
+      if (done == pids_[rank]) {
+        pids_[rank] = -1;
+        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+      }
+      if (Clock::now() >= deadline) {
+        kill(rank);
+        return kNotExited;
+      }
+      std::this_thread::sleep_for(5ms);
+    }
+  }
+
+  Clock::time_point started(int rank) const { return started_[rank]; }
+  /// Every process this job started, running or not.
+  const std::vector<pid_t>& all_pids() const { return all_pids_; }
+  std::string rendezvous_dir() const { return base_ + "/rendezvous"; }
+
+ private:
+  std::string markers() const { return base_ + "/markers-" + id_; }
+
+  int run_rank(int rank, const std::function<void(Job&, int)>& body) {
+    // mpirun's variables for a one-node job (the single-node rendezvous), and nothing that
+    // would point elsewhere.
+    ::unsetenv("MASTER_ADDR");
+    ::unsetenv("MASTER_PORT");
+    ::setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(world_).c_str(), 1);
+    ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank).c_str(), 1);
+    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(world_).c_str(), 1);
+    ::setenv("PMIX_NAMESPACE", id_.c_str(), 1);
+    ::setenv("GROUPCOORD_RENDEZVOUS_DIR", rendezvous_dir().c_str(), 1);
+    try {
+      init_distributed_environment(-1, -1, "env://", -1, "gloo", kTimeout);
+      at(rank, "initialised");
+      body(*this, rank);
+      destroy_distributed_environment();
+      return kCompleted;
+    } catch (const TimeoutError& e) {
+      std::fprintf(stderr, "[rank %d] TimeoutError: %s\n", rank, e.what());
+      return kTimeoutError;
+    } catch (const DistributedError& e) {
+      std::fprintf(stderr, "[rank %d] DistributedError: %s\n", rank, e.what());
+      return kDistributedError;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "[rank %d] unexpected exception: %s\n", rank, e.what());
+      return kOtherError;
+    }
+  }
+
+  std::string base_;
+  std::string id_;
+  int world_;
+  std::vector<pid_t> pids_;  ///< -1 once reaped
+  std::vector<pid_t> all_pids_;
+  std::vector<Clock::time_point> started_;
+};
+
+// Expects rank `rank` to raise within the timeout + slack counted from `since`.
+void expect_raises(Job& job, int rank, Clock::time_point since) {
+  const int outcome = job.wait_exit(rank, since + kTimeout + kSlack);
+  const double seconds = std::chrono::duration<double>(Clock::now() - since).count();
+  std::printf("[fault test] rank %d: %s after %.1f s\n", rank, outcome_name(outcome), seconds);
+  EXPECT_TRUE(outcome == kTimeoutError || outcome == kDistributedError)
+      << "rank " << rank << ": " << outcome_name(outcome) << " (exit " << outcome << ")";
+}
+
+// Nothing of the job's processes in /dev/shm (segment names carry their creator's pid).
+void expect_no_segments_of(const std::vector<pid_t>& pids) {
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
+    const std::string name = entry.path().filename().string();
+    for (pid_t pid : pids) {
+      EXPECT_EQ(name.find("-" + std::to_string(pid) + "-"), std::string::npos)
+          << "/dev/shm/" << name << " of pid " << pid << " was left behind";
+    }
+  }
+}
+
+void expect_empty(const std::string& dir) {
+  std::error_code ec;
+  if (!std::filesystem::exists(dir, ec)) return;
+  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
+    ADD_FAILURE() << entry.path() << " was left in the rendezvous directory";
+  }
+}
+
+// A new 2-rank job on the same rendezvous directory and job id: it must rendezvous, reduce and
+// end normally.
+void expect_a_new_job_runs(const std::string& base, const std::string& id) {
+  Job job(base, id, 2);
+  const auto work = [](Job&, int) {
+    std::vector<float> x(16, 1.0f);
+    get_world_group().cpu_group()->all_reduce(x.data(), x.size(), DType::Float32);
+    get_world_group().barrier();
+  };
+  for (int r = 0; r < 2; ++r) job.start(r, work);
+  const auto deadline = Clock::now() + kTimeout + kSlack;
+  for (int r = 0; r < 2; ++r) {
+    const int outcome = job.wait_exit(r, deadline);
+    EXPECT_EQ(outcome, kCompleted) << "the next job's rank " << r << ": " << outcome_name(outcome);
+  }
+}
+
+// What every test checks after the kill: the leftovers, then a new job on the same paths.
+void expect_clean_and_reusable(Job& job, const std::string& base, const std::string& id) {
+  expect_no_segments_of(job.all_pids());
+  expect_empty(job.rendezvous_dir() + "/");
+  expect_a_new_job_runs(base, id);
+}
+
+class DeadRank : public ::testing::Test {
+ protected:
+  // A job id of this test alone (the next job reuses it, as a relaunch would).
+  std::string id() const {
+    return std::string("fault-") + ::testing::UnitTest::GetInstance()->current_test_info()->name() +
+           "-" + std::to_string(::getpid());
+  }
+  groupcoord::testing::TempDir dir_;
+};
+
+// Every rank reduces in a loop on the world's CPU group (shared memory on one node).
+void reduce_forever(Job& job, int rank) {
+  std::vector<float> x(1 << 16, 1.0f);
+  ProcessGroup& cpu = *get_world_group().cpu_group();
+  cpu.all_reduce(x.data(), x.size(), DType::Float32);
+  job.at(rank, "working");
+  for (;;) cpu.all_reduce(x.data(), x.size(), DType::Float32);
+}
+
+TEST_F(DeadRank, KilledDuringACollective) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, reduce_forever);
+  ASSERT_TRUE(job.wait_for(1, "working"));
+  const auto killed = job.kill(1);
+  expect_raises(job, 0, killed);
+  expect_raises(job, 2, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+TEST_F(DeadRank, RankZeroKilledWhileItHostsTheStore) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, reduce_forever);
+  ASSERT_TRUE(job.wait_for(0, "working"));
+  const auto killed = job.kill(0);
+  expect_raises(job, 1, killed);
+  expect_raises(job, 2, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+// Rank 1 dies while the job is still meeting (rank 2 has not started); rank 2 starts after the
+// death and must not wait past its own timeout either.
+TEST_F(DeadRank, KilledDuringRendezvousBeforeAllJoined) {
+  Job job(dir_.path(), id(), 3);
+  const auto nothing = [](Job&, int) {};
+  job.start(0, nothing);
+  job.start(1, nothing);
+  std::this_thread::sleep_for(300ms);  // both are inside the rendezvous, waiting for rank 2
+  const auto killed = job.kill(1);
+  std::this_thread::sleep_for(500ms);
+  job.start(2, nothing);
+  expect_raises(job, 0, killed);
+  expect_raises(job, 2, job.started(2));
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+// Rank 0, the store's host, dies while the job is still meeting; rank 2 starts after the death
+// and finds only the dead store's address. It must give up within its timeout and remove the
+// rendezvous directory, which rank 0 would have removed.
+TEST_F(DeadRank, RankZeroKilledDuringRendezvous) {
+  Job job(dir_.path(), id(), 3);
+  const auto nothing = [](Job&, int) {};
+  job.start(0, nothing);
+  job.start(1, nothing);
+  std::this_thread::sleep_for(300ms);
+  const auto killed = job.kill(0);
+  std::this_thread::sleep_for(500ms);
+  job.start(2, nothing);
+  expect_raises(job, 1, killed);
+  expect_raises(job, 2, job.started(2));
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+// A tensor dictionary in flight from rank 0 to rank 1: the sender dies.
+TEST_F(DeadRank, SenderKilledDuringTensorDictSends) {
+  Job job(dir_.path(), id(), 2);
+  const auto traffic = [](Job& j, int rank) {
+    GroupCoordinator& world = get_world_group();
+    TensorDict dict = {{"hidden", Tensor::empty({1 << 18}, DType::Float32)},
+                       {"meta", Bytes("step")}};
+    for (int step = 0;; ++step) {
+      if (rank == 0) {
+        world.send_tensor_dict(dict, 1);
+      } else {
+        world.recv_tensor_dict(0);
+      }
+      if (step == 2) j.at(rank, "working");
+    }
+  };
+  for (int r = 0; r < 2; ++r) job.start(r, traffic);
+  ASSERT_TRUE(job.wait_for(1, "working"));
+  const auto killed = job.kill(0);
+  expect_raises(job, 1, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+// The shared-memory broadcast queue (rank 0 writes, ranks 1 and 2 read) losing a reader, then,
+// in the next test, its writer.
+void queue_traffic(Job& job, int rank) {
+  std::shared_ptr<MessageQueue> queue = get_world_group().create_mq_broadcaster(0);
+  const Bytes message(64 * 1024, 'm');
+  for (int step = 0;; ++step) {
+    if (rank == 0) {
+      queue->enqueue(message);
+    } else {
+      queue->dequeue();
+    }
+    if (step == 8) job.at(rank, "working");
+  }
+}
+
+TEST_F(DeadRank, QueueReaderKilled) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, queue_traffic);
+  ASSERT_TRUE(job.wait_for(2, "working"));
+  const auto killed = job.kill(2);
+  expect_raises(job, 0, killed);  // the writer: the dead reader never frees its chunks
+  expect_raises(job, 1, killed);  // the other reader: the writer stopped writing
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+TEST_F(DeadRank, QueueWriterKilled) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, queue_traffic);
+  ASSERT_TRUE(job.wait_for(1, "working"));
+  const auto killed = job.kill(0);
+  expect_raises(job, 1, killed);
+  expect_raises(job, 2, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+}  // namespace
+}  // namespace groupcoord
