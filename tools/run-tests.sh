@@ -2,7 +2,8 @@
 # Runs the whole test suite: installs what is missing, builds into build/, runs ctest. Exit status is non-zero on any failure.
 #   tools/run-tests.sh                 everything
 #   GROUPCOORD_PRESET=asan tools/run-tests.sh    the same under ASan+UBSan (build-asan/)
-#   tools/run-tests.sh -R store        extra arguments go to ctest
+#   tools/run-tests.sh -R store        extra arguments go to ctest (and skip the steps below)
+# After ctest and pytest: tools/two-hosts-test.sh and a short tools/run-fuzz.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 gc_install_missing_packages
@@ -16,6 +17,13 @@ gc_log "running ctest"
 # The Python suite (builds with the binding; not when ctest arguments select tests).
 if [ $# -eq 0 ] && [ -f "$build_dir/python/groupcoord/__init__.py" ]; then
   "$GROUPCOORD_ROOT/tools/run-pytest.sh" -b "$build_dir" || status=1
+fi
+
+# Beyond the default build: two hosts in network namespaces (skips without root), and a short run
+# of every fuzz target (its own clang build, build-fuzz/). Not when ctest arguments select tests.
+if [ $# -eq 0 ] && [ "$GROUPCOORD_PRESET" = default ]; then
+  "$GROUPCOORD_ROOT/tools/two-hosts-test.sh" "$build_dir" || status=1
+  "$GROUPCOORD_ROOT/tools/run-fuzz.sh" 20 || status=1
 fi
 
 if [ $status -eq 0 ]; then gc_log "all tests passed"; else gc_log "TESTS FAILED"; fi

@@ -220,6 +220,30 @@ def launcher_world_size() -> int:
     return 1
 
 
+def launcher_rank() -> int:
+    """This process's world rank as the launcher announces it (mpirun, torchrun, MPICH)."""
+    for name in ("OMPI_COMM_WORLD_RANK", "RANK", "PMI_RANK"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return 0
+
+
+def launcher_local_rank() -> int:
+    """This process's rank on its node as the launcher announces it (the world rank without one)."""
+    for name in ("OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK", "MPI_LOCALRANKID"):
+        if name in os.environ:
+            return int(os.environ[name])
+    return launcher_rank()
+
+
+def launcher_node_count() -> int:
+    """How many nodes the launcher's world spans (world size over ranks per node)."""
+    for name in ("OMPI_COMM_WORLD_LOCAL_SIZE", "LOCAL_WORLD_SIZE"):
+        if name in os.environ:
+            return launcher_world_size() // int(os.environ[name])
+    return 1
+
+
 def initialize_whole_world_tp() -> None:
     """The suite's default layout: TP over the whole world, on the flavour's backend."""
     gc.initialize_model_parallel(

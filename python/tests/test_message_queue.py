@@ -29,6 +29,10 @@ def test_create_mq_broadcaster(tp: gc.GroupCoordinator) -> None:
     assert mq.is_writer == (tp.rank_in_group == 0)
     assert mq.is_reader == (tp.rank_in_group != 0)
     assert mq.n_reader == tp.world_size - 1
+    # Readers on the writer's node share its memory; the others (tools/two-hosts-test.sh puts
+    # half the ranks on a second host) are served remotely.
+    on_writers_node = gc.in_the_same_node_as(tp.cpu_group, source_rank=0)
+    assert mq.n_local_reader == sum(on_writers_node) - 1
     for i in range(50):
         if mq.is_writer:
             mq.enqueue(message(i))

@@ -3,7 +3,6 @@ use the flavour's backend and arrays are the flavour's (gc_testing.py)."""
 
 from __future__ import annotations
 
-import os
 
 import numpy as np
 import pytest
@@ -14,6 +13,10 @@ from gc_testing import (
     ON_CUDA,
     assert_result,
     device,
+    launcher_local_rank,
+    launcher_node_count,
+    launcher_rank,
+    launcher_world_size,
     model_parallel,
     ref,
     reference,
@@ -22,19 +25,18 @@ from gc_testing import (
 
 
 def test_world_properties(world: gc.GroupCoordinator) -> None:
-    ws = int(os.environ.get("OMPI_COMM_WORLD_SIZE", "1"))
-    me = int(os.environ.get("OMPI_COMM_WORLD_RANK", "0"))
+    ws, me = launcher_world_size(), launcher_rank()
     assert (world.rank, world.world_size, world.rank_in_group) == (me, ws, me)
     assert world.ranks == list(range(ws))
     assert world.unique_name.startswith("world:")
     assert (world.first_rank, world.last_rank) == (0, ws - 1)
     assert world.is_first_rank == (me == 0) and world.is_last_rank == (me == ws - 1)
     assert world.next_rank == (me + 1) % ws and world.prev_rank == (me - 1) % ws
-    assert world.local_rank == me and world.device == device()
+    assert world.local_rank == launcher_local_rank() and world.device == device()
     assert world.device_communicator is None  # vLLM's world group has none
     assert isinstance(world.cpu_group, gc.ProcessGroup)
     assert world.cpu_group.size() == ws and world.cpu_group.rank() == me
-    assert gc.is_initialized() and gc.get_node_count() == 1
+    assert gc.is_initialized() and gc.get_node_count() == launcher_node_count()
 
 
 def test_getters_return_the_same_object() -> None:
@@ -122,8 +124,11 @@ def test_sibling_device_group(tp: gc.GroupCoordinator) -> None:
 
 
 def test_same_node(tp: gc.GroupCoordinator) -> None:
-    assert gc.in_the_same_node_as(tp.cpu_group, source_rank=0) == [True] * tp.world_size
-    assert gc.in_the_same_node_as(tp) == [True] * tp.world_size
+    # The suite's tp group is the whole world, its ranks filling the nodes in order.
+    per_node = tp.world_size // launcher_node_count()
+    expected = [r // per_node == 0 for r in range(tp.world_size)]
+    assert gc.in_the_same_node_as(tp.cpu_group, source_rank=0) == expected
+    assert gc.in_the_same_node_as(tp) == expected
 
 
 def test_graph_capture(tp: gc.GroupCoordinator) -> None:
