@@ -16,10 +16,17 @@
 //     group's timeout at creation, see set_default_timeout()), never "forever".
 //   * Rank arguments (writer_rank, reader_rank) are ranks *in the group* for both factories
 //     (vLLM's single-reader factory takes a global rank).
-//   * Only readers on the writer's node are supported; a reader that cannot open the writer's
-//     segment (another node, or another /dev/shm) makes every rank raise std::invalid_argument at
-//     creation (vLLM would use a ZeroMQ TCP socket). Same-node is decided by opening the segment,
-//     as vLLM's in_the_same_node_as does, not by host names.
+//   * Readers on other nodes (vLLM's remote readers, served over ZeroMQ there): a reader that
+//     cannot open the writer's segment (another node, or another /dev/shm) is served over a TCP
+//     connection of its own to a queue made by create_from_process_group (or the single-reader
+//     factory): the writer listens on its address for peers (GLOO_SOCKET_IFNAME's interface,
+//     else its host name's), the readers connect with a token the group hands out, and each
+//     message goes as a length and the bytes after the ring's readers have it. Deadlines and
+//     failures are the ring's: a dead writer or reader is an immediate DistributedError, a
+//     dequeue that times out resumes its message; but an enqueue that times out on a stalled
+//     remote reader breaks that connection. Same-node is decided by opening the segment, as
+//     vLLM's in_the_same_node_as does, not by host names. External writers' readers must all
+//     be on the writer's node (std::invalid_argument otherwise).
 //   * External writers (vLLM's executor, which writes the workers' queue from outside their
 //     group): create() makes a writer that belongs to no group, export_handle() describes its
 //     queue as a Handle (serialisable with Handle::to_bytes()), and the readers attach with
@@ -118,8 +125,9 @@ class MessageQueue {
   /// With `blocking`, wait_until_ready() runs before returning. A group of one rank has no
   /// readers: enqueue() is then a no-op, as in vLLM.
   /// Throws std::invalid_argument for a null group, zero sizes, max_chunk_bytes too small for a
-  /// chunk header (16 bytes), writer_rank out of range, or readers on another node (every rank
-  /// throws); DistributedError when the segment cannot be created or attached.
+  /// chunk header (16 bytes) or writer_rank out of range (every rank throws); DistributedError
+  /// when the segment cannot be created or attached, or the readers on other nodes cannot
+  /// connect to the writer.
   static std::unique_ptr<MessageQueue> create_from_process_group(
       std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
       int writer_rank = 0, bool blocking = true);
@@ -145,7 +153,8 @@ class MessageQueue {
   /// one queue (its own); on the reader, one queue per writer in group-rank order (writer_rank()
   /// tells them apart), i.e. group size - 1 queues (none in a group of one). With `blocking`,
   /// wait_until_ready() runs on every returned queue before returning. Throws as
-  /// create_from_process_group (reader_rank out of range; writers not on the reader's node).
+  /// create_from_process_group (reader_rank out of range); writers on another node than the
+  /// reader serve it over TCP.
   static std::vector<std::unique_ptr<MessageQueue>> create_from_process_group_single_reader(
       std::shared_ptr<ProcessGroup> group, std::size_t max_chunk_bytes, std::size_t max_chunks,
       int reader_rank = 0, bool blocking = false);
@@ -188,8 +197,11 @@ class MessageQueue {
   bool is_writer() const;
   /// True on a reader.
   bool is_reader() const;
-  /// Number of readers (vLLM's n_reader; all of them local).
+  /// Number of readers (vLLM's n_reader).
   int num_readers() const;
+  /// Readers on the writer's node, served through shared memory (vLLM's n_local_reader); the
+  /// others are served over a TCP connection each.
+  int num_local_readers() const;
   /// Group rank of the writer; -1 when the writer belongs to no group (create(), and readers of
   /// an external writer).
   int writer_rank() const;

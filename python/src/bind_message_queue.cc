@@ -198,8 +198,9 @@ returns (queue, handles) instead; here the reader gets attached queues directly.
       .def_property_readonly("is_writer", &MessageQueue::is_writer, "True on the writer.")
       .def_property_readonly("is_reader", &MessageQueue::is_reader, "True on a reader.")
       .def_property_readonly("n_reader", &MessageQueue::num_readers, "Number of readers.")
-      .def_property_readonly("n_local_reader", &MessageQueue::num_readers,
-                             "Number of same-node readers (all of them).")
+      .def_property_readonly("n_local_reader", &MessageQueue::num_local_readers,
+                             "Readers on the writer's node (shared memory); the others are "
+                             "served over TCP.")
       .def_property_readonly("local_reader_rank", &MessageQueue::reader_index,
                              "This reader's index among the readers; -1 on the writer.")
       .def_property_readonly("writer_rank", &MessageQueue::writer_rank,

@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
+from gc_testing import requires_min_world_size
 
 
 def message(i: int) -> np.ndarray:
@@ -40,6 +41,42 @@ def test_create_mq_broadcaster(tp: gc.GroupCoordinator) -> None:
             np.testing.assert_array_equal(mq.dequeue(timeout=20), message(i))
     obj = {"step": 7} if mq.is_writer else None
     assert mq.broadcast_object(obj) == {"step": 7}
+    tp.barrier()
+
+
+@requires_min_world_size(2)
+def test_readers_on_other_nodes_are_served_over_tcp(tp: gc.GroupCoordinator,
+                                                    monkeypatch: pytest.MonkeyPatch) -> None:
+    """Readers that cannot map the writer's memory (on another node; forced here) get every
+    message over TCP, large ones included; a dequeue that times out loses nothing; the
+    single-reader queues take the same path."""
+    monkeypatch.setenv("GROUPCOORD_MQ_FORCE_REMOTE", "1")
+    mq = gc.MessageQueue.create_from_process_group(tp.cpu_group, 1024, 4, writer_rank=0)
+    assert mq.n_local_reader == 0 and mq.n_reader == tp.world_size - 1
+    big = np.arange(10_000, dtype=np.float64)  # 80 kB, 20 times the ring
+    for i in range(20):
+        if mq.is_writer:
+            mq.enqueue(message(i))
+        else:
+            np.testing.assert_array_equal(mq.dequeue(timeout=20), message(i))
+    if mq.is_writer:
+        mq.enqueue(big)
+    else:
+        np.testing.assert_array_equal(mq.dequeue(timeout=20), big)
+        with pytest.raises(gc.DistributedTimeoutError):
+            mq.dequeue(timeout=0.05)
+    tp.barrier()
+    if mq.is_writer:
+        mq.enqueue("after a timeout")
+    else:
+        assert mq.dequeue(timeout=20) == "after a timeout"
+    queues = tp.create_single_reader_mq_broadcasters(reader_rank_in_group=0, blocking=True)
+    if tp.rank_in_group == 0:
+        assert all(q.n_local_reader == 0 for q in queues)
+        assert sorted(q.dequeue(timeout=20) for q in queues) == [
+            ("from", r) for r in range(1, tp.world_size)]
+    else:
+        queues[0].enqueue(("from", tp.rank_in_group))
     tp.barrier()
 
 

@@ -33,17 +33,17 @@ std::vector<std::int32_t> combine_statuses(const std::vector<std::int32_t>& repo
 
 void raise_on_failure(const std::string& op, const std::string& group,
                       const std::vector<std::int32_t>& verdict, const char* anchor_role, int anchor,
-                      const std::string& writer_error) {
+                      const std::string& writer_error, bool remote_allowed) {
   std::vector<int> remote, failed;
   for (std::size_t r = 0; r < verdict.size(); ++r) {
     if (verdict[r] == kAttachRemote) remote.push_back(static_cast<int>(r));
     if (verdict[r] == kAttachFailed) failed.push_back(static_cast<int>(r));
   }
-  GC_CHECK(remote.empty(), "MessageQueue.", op, " on group '", group, "': group rank(s) ",
+  GC_CHECK(remote_allowed || remote.empty(), "MessageQueue.", op, " on group '", group, "': group rank(s) ",
            ranks_text(remote), " cannot open the shared memory of the ", anchor_role,
            anchor >= 0 ? " (group rank " + std::to_string(anchor) + ")" : std::string(),
-           ": another node, or another /dev/shm (or an external writer that is gone); readers "
-           "on other nodes are not supported yet");
+           ": another node, or another /dev/shm (or an external writer that is gone); only "
+           "create_from_process_group with a writer of the group serves readers on other nodes");
   if (!failed.empty()) {
     GC_THROW(DistributedError, "MessageQueue.", op, " on group '", group, "': group rank(s) ",
              ranks_text(failed), " could not create or attach the shared-memory segment",

@@ -19,10 +19,11 @@ std::vector<std::int32_t> combine_statuses(const std::vector<std::int32_t>& repo
 /// another node), else DistributedError when some rank failed (kAttachFailed). `op` and `group`
 /// name the call; `anchor_role` / `anchor` the rank whose node counts ("writer" or "reader";
 /// anchor -1 for a writer outside the group);
-/// `writer_error`, when known, says why the writer failed.
+/// `writer_error`, when known, says why the writer failed. `remote_allowed`: ranks on another
+/// node are served over sockets (create_from_process_group), not an error.
 void raise_on_failure(const std::string& op, const std::string& group,
                       const std::vector<std::int32_t>& verdict, const char* anchor_role, int anchor,
-                      const std::string& writer_error);
+                      const std::string& writer_error, bool remote_allowed = false);
 
 }  // namespace shm
 }  // namespace groupcoord

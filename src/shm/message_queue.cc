@@ -22,6 +22,14 @@ std::string rank_name(int rank) { return "rank " + std::to_string(rank); }
 
 std::uint32_t as_word(shm::ReaderState state) { return static_cast<std::uint32_t>(state); }
 
+// Whether ring reader `r` of the writer `q` reads over a socket (the fanout's readers).
+bool is_remote(const MessageQueue::Impl& q, std::size_t r) {
+  return q.fanout && q.fanout->serves(q.reader_ranks[r]);
+}
+
+// The writer's half of enqueue() for the readers of the ring.
+void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline& deadline);
+
 }  // namespace
 
 // ---- construction ---------------------------------------------------------------------------
@@ -29,7 +37,8 @@ std::uint32_t as_word(shm::ReaderState state) { return static_cast<std::uint32_t
 std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
     std::string name, int writer_rank, std::vector<int> reader_ranks, std::size_t max_chunk_bytes,
     std::size_t max_chunks, std::chrono::milliseconds timeout,
-    std::unique_ptr<shm::ShmRingBuffer> ring) {
+    std::unique_ptr<shm::ShmRingBuffer> ring, std::unique_ptr<shm::RemoteFanout> fanout,
+    std::vector<bool> remote) {
   auto impl = std::make_unique<Impl>();
   impl->name = std::move(name);
   impl->writer_rank = writer_rank;
@@ -37,13 +46,33 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
   impl->max_chunk_bytes = max_chunk_bytes;
   impl->max_chunks = max_chunks;
   impl->timeout = timeout;
+  impl->n_local_reader = impl->reader_ranks.size() - (fanout ? fanout->size() : 0);
+  impl->fanout = std::move(fanout);
   if (ring) {
     std::vector<std::string> reader_names;
     for (int rank : impl->reader_ranks) reader_names.push_back("reader " + rank_name(rank));
     impl->shm_name = ring->segment().name();
-    impl->writer = std::make_unique<shm::RingWriter>(*ring, impl->name, std::move(reader_names));
+    impl->writer = std::make_unique<shm::RingWriter>(*ring, impl->name, std::move(reader_names),
+                                                     std::move(remote));
     impl->ring = std::move(ring);
   }
+  return impl;
+}
+
+std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_remote_reader(
+    std::string name, int writer_rank, std::vector<int> reader_ranks, int reader_index,
+    std::size_t n_local_reader, std::size_t max_chunk_bytes, std::size_t max_chunks,
+    std::chrono::milliseconds timeout, std::unique_ptr<shm::RemoteInbox> inbox) {
+  auto impl = std::make_unique<Impl>();
+  impl->name = std::move(name);
+  impl->writer_rank = writer_rank;
+  impl->reader_ranks = std::move(reader_ranks);
+  impl->reader_index = reader_index;
+  impl->n_local_reader = n_local_reader;
+  impl->max_chunk_bytes = max_chunk_bytes;
+  impl->max_chunks = max_chunks;
+  impl->timeout = timeout;
+  impl->inbox = std::move(inbox);
   return impl;
 }
 
@@ -57,6 +86,7 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
   impl->writer_rank = writer_rank;
   impl->reader_ranks = std::move(reader_ranks);
   impl->reader_index = reader_index;
+  impl->n_local_reader = impl->reader_ranks.size();
   impl->max_chunk_bytes = ring->max_chunk_bytes();
   impl->max_chunks = ring->max_chunks();
   impl->timeout = timeout;
@@ -117,6 +147,7 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
     std::size_t waiting_for = 0;
     auto all_ready = [&] {
       for (std::size_t r = 0; r < ring.n_reader(); ++r) {
+        if (is_remote(q, r)) continue;  // reads over its socket, never announces itself here
         const std::uint32_t state = ring.reader_state(r).load(std::memory_order_acquire);
         if (state == as_word(shm::ReaderState::kClosed)) {
           GC_THROW(DistributedError, q.name, ": wait_until_ready: reader ",
@@ -173,6 +204,14 @@ void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::millisec
   }
   if (!q.ring) return;  // no readers: nothing to do, as in vLLM
   const shm::Deadline deadline(timeout.value_or(q.timeout));
+  if (q.n_local_reader > 0) enqueue_local(q, obj, deadline);
+  // The readers on other nodes get it after the local ones (their sockets buffer it).
+  if (q.fanout) q.fanout->send(obj, deadline);
+}
+
+namespace {
+
+void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline& deadline) {
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   const std::uint64_t count = shm::chunks_for(obj.size(), payload);
   GC_CHECK(count <= UINT32_MAX, q.name, ": enqueue: a message of ", obj.size(),
@@ -205,6 +244,8 @@ void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::millisec
   }
 }
 
+}  // namespace
+
 Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
   Impl& q = *impl_;
   GC_CHECK(!q.is_writer(), q.name, ": dequeue: only readers can dequeue; this process is ",
@@ -212,6 +253,7 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": dequeue: negative timeout ",
            timeout->count(), " ms");
   const shm::Deadline deadline(timeout.value_or(q.timeout));
+  if (q.inbox) return q.inbox->receive(deadline);
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   while (true) {
     const std::uint8_t* chunk = nullptr;
@@ -267,6 +309,7 @@ Bytes MessageQueue::broadcast_object(const std::optional<Bytes>& obj) {
 bool MessageQueue::is_writer() const { return impl_->is_writer(); }
 bool MessageQueue::is_reader() const { return !impl_->is_writer(); }
 int MessageQueue::num_readers() const { return static_cast<int>(impl_->reader_ranks.size()); }
+int MessageQueue::num_local_readers() const { return static_cast<int>(impl_->n_local_reader); }
 int MessageQueue::writer_rank() const { return impl_->writer_rank; }
 const std::vector<int>& MessageQueue::reader_ranks() const { return impl_->reader_ranks; }
 int MessageQueue::reader_index() const { return impl_->reader_index; }

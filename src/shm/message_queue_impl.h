@@ -12,20 +12,29 @@
 
 #include "groupcoord/bytes.h"
 #include "groupcoord/message_queue.h"
+#include "shm/remote_fanout.h"
+#include "shm/remote_inbox.h"
 #include "shm/ring_buffer.h"
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
 
 namespace groupcoord {
+namespace shm {
+
+/// A multi-chunk message a reader has started to reassemble (kept across a dequeue timeout).
+/// At namespace scope: clang cannot use the default member initializers of a class nested in
+/// the one whose std::optional member names it.
+struct PartialMessage {
+  Bytes data;
+  std::uint64_t total = 0;
+  std::uint32_t count = 0;
+  std::uint32_t next = 0;  ///< index of the next chunk expected
+};
+
+}  // namespace shm
 
 struct MessageQueue::Impl {
-  /// A multi-chunk message a reader has started to reassemble (kept across a dequeue timeout).
-  struct Partial {
-    Bytes data;
-    std::uint64_t total = 0;
-    std::uint32_t count = 0;
-    std::uint32_t next = 0;  ///< index of the next chunk expected
-  };
+  using Partial = shm::PartialMessage;
 
   std::string name;     ///< for errors, e.g. "mq[tp:0, writer 0]"
   int writer_rank = 0;  ///< -1: the writer belongs to no group (create(), external writers)
@@ -37,7 +46,13 @@ struct MessageQueue::Impl {
   std::string shm_name;
   std::unique_ptr<shm::ShmRingBuffer> ring;  ///< null when the queue has no readers
   std::unique_ptr<shm::RingWriter> writer;   ///< set on the writer (with a ring)
-  std::unique_ptr<shm::RingReader> reader;   ///< set on a reader
+  std::unique_ptr<shm::RingReader> reader;   ///< set on a reader of the ring
+  /// Writer: the connections to the readers on other nodes (null when there are none).
+  std::unique_ptr<shm::RemoteFanout> fanout;
+  /// A reader on another node than the writer: its connection (then `ring` is null).
+  std::unique_ptr<shm::RemoteInbox> inbox;
+  /// Readers that share the writer's memory (vLLM's n_local_reader).
+  std::size_t n_local_reader = 0;
   bool ready = false;                        ///< wait_until_ready() completed
   bool broken = false;                       ///< writer: a message was left half-written
   std::optional<Partial> partial;
@@ -49,12 +64,23 @@ struct MessageQueue::Impl {
   /// "rank 3", or "the external writer (pid 42)" when the writer belongs to no group.
   std::string writer_label() const;
 
-  /// The writer's side. `ring` may be null (no readers).
+  /// The writer's side. `ring` may be null (no readers). `fanout`: the connections to the
+  /// readers on other nodes, whose ring slots `remote` marks (null / empty: none).
   static std::unique_ptr<Impl> make_writer(std::string name, int writer_rank,
                                            std::vector<int> reader_ranks,
                                            std::size_t max_chunk_bytes, std::size_t max_chunks,
                                            std::chrono::milliseconds timeout,
-                                           std::unique_ptr<shm::ShmRingBuffer> ring);
+                                           std::unique_ptr<shm::ShmRingBuffer> ring,
+                                           std::unique_ptr<shm::RemoteFanout> fanout = nullptr,
+                                           std::vector<bool> remote = {});
+  /// Reader `reader_index`'s side when it is on another node than the writer.
+  static std::unique_ptr<Impl> make_remote_reader(std::string name, int writer_rank,
+                                                  std::vector<int> reader_ranks, int reader_index,
+                                                  std::size_t n_local_reader,
+                                                  std::size_t max_chunk_bytes,
+                                                  std::size_t max_chunks,
+                                                  std::chrono::milliseconds timeout,
+                                                  std::unique_ptr<shm::RemoteInbox> inbox);
   /// Reader `reader_index`'s side of an attached ring; announces the attachment in the segment.
   /// `handle`: the handle it was attached from (create_from_handle and external writers).
   static std::unique_ptr<Impl> make_reader(

@@ -5,6 +5,7 @@
 // same order as the group's other collectives (it runs a broadcast or gather and an all_gather
 // on the group).
 #include <algorithm>
+#include <cstdlib>
 
 #include "groupcoord/check.h"
 #include "groupcoord/dtype.h"
@@ -62,6 +63,13 @@ QueueHandle create_ring(const ProcessGroup& group, std::size_t n_reader,
   }
 }
 
+/// GROUPCOORD_MQ_FORCE_REMOTE=1: this process takes the path of a reader on another node (served
+/// over TCP) even where it could map the writer's memory; tests run that path on one machine.
+bool forced_remote() {
+  const char* value = std::getenv("GROUPCOORD_MQ_FORCE_REMOTE");
+  return value != nullptr && std::string(value) == "1";
+}
+
 /// Attaches to the ring a writer announced; returns this rank's AttachStatus.
 std::int32_t attach_ring(const ProcessGroup& group, const QueueHandle& handle, std::size_t n_reader,
                          std::unique_ptr<ShmRingBuffer>& ring) {
@@ -70,6 +78,7 @@ std::int32_t attach_ring(const ProcessGroup& group, const QueueHandle& handle, s
     return shm::kAttachFailed;
   }
   if (handle.status != shm::kAttachOk) return shm::kAttachFailed;  // the writer logged why
+  if (forced_remote()) return shm::kAttachRemote;
   ShmRingBuffer::AttachResult attached = ShmRingBuffer::attach(
       handle.name, n_reader, handle.max_chunk_bytes, handle.max_chunks, handle.token);
   if (attached.not_found) return shm::kAttachRemote;
@@ -88,6 +97,92 @@ std::vector<std::int32_t> agree(ProcessGroup& group, const std::vector<std::int3
   std::vector<std::int32_t> all(n * n);
   group.all_gather(mine.data(), all.data(), n, DType::Int32);
   return shm::combine_statuses(all, n);
+}
+
+/// Connects the readers that cannot map the writer's segment (`remote`, group ranks: on other
+/// nodes) to the writer over TCP (remote_fanout.h): the writer listens and broadcasts where, they
+/// connect, and every rank agrees on the outcome before anyone throws. Sets `fanout` on the
+/// writer, `inbox` on a remote reader.
+void connect_remote_readers(ProcessGroup& group, const std::string& name, int writer_rank,
+                            const std::vector<int>& remote,
+                            std::unique_ptr<shm::RemoteFanout>& fanout,
+                            std::unique_ptr<shm::RemoteInbox>& inbox) {
+  const int me = group.rank();
+  shm::RemoteEndpoint endpoint;
+  if (me == writer_rank) fanout = std::make_unique<shm::RemoteFanout>(name, remote, &endpoint);
+  group.broadcast(&endpoint, sizeof endpoint, DType::UInt8, writer_rank);
+  const shm::Deadline deadline(group.timeout());
+  std::string error;
+  if (endpoint.ok == 0) {
+    error = name + ": the writer (rank " + std::to_string(writer_rank) +
+            ") cannot serve readers on other nodes: " + endpoint.error;
+  } else if (me == writer_rank) {
+    error = fanout->accept_all(deadline);
+  } else if (std::find(remote.begin(), remote.end(), me) != remote.end()) {
+    inbox = std::make_unique<shm::RemoteInbox>(name, "rank " + std::to_string(writer_rank),
+                                               endpoint, me, deadline, &error);
+  }
+  const std::int32_t ok = error.empty() ? 1 : 0;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(group.size()));
+  group.all_gather(&ok, all.data(), 1, DType::Int32);
+  std::string failed;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (failed.empty()) return;
+  if (!error.empty()) GC_LOG(Error, error);
+  GC_THROW(DistributedError, name, ": connecting the readers on other nodes failed on group "
+           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
+}
+
+/// create_from_process_group_single_reader's counterpart of connect_remote_readers: every writer
+/// in `remote` (group ranks on another node than `reader_rank`) serves the reader over TCP. The
+/// writers' endpoints are gathered to the reader, which connects to each; every rank then agrees
+/// on the outcome. Sets `fanout` on such a writer, `inboxes[w]` on the reader.
+void connect_remote_writers(ProcessGroup& group, const std::string& name, int reader_rank,
+                            const std::vector<int>& remote,
+                            std::unique_ptr<shm::RemoteFanout>& fanout,
+                            std::vector<std::unique_ptr<shm::RemoteInbox>>& inboxes) {
+  const int me = group.rank();
+  const int n = group.size();
+  const bool remote_writer = std::find(remote.begin(), remote.end(), me) != remote.end();
+  shm::RemoteEndpoint mine;
+  if (remote_writer) {
+    fanout = std::make_unique<shm::RemoteFanout>(name + " writer " + std::to_string(me),
+                                                 std::vector<int>{reader_rank}, &mine);
+  }
+  std::vector<shm::RemoteEndpoint> endpoints(me == reader_rank ? n : 0);
+  group.gather(&mine, endpoints.empty() ? nullptr : endpoints.data(), sizeof mine, DType::UInt8,
+               reader_rank);
+  const shm::Deadline deadline(group.timeout());
+  std::string error;
+  if (remote_writer) {
+    error = fanout->accept_all(deadline);
+  } else if (me == reader_rank) {
+    inboxes.resize(static_cast<std::size_t>(n));
+    for (int w : remote) {
+      const std::string writer = "rank " + std::to_string(w);
+      if (endpoints[w].ok == 0) {
+        error = name + ": the writer (" + writer + ") cannot serve a reader on another node: " +
+                endpoints[w].error;
+        break;
+      }
+      inboxes[w] = std::make_unique<shm::RemoteInbox>(name, writer, endpoints[w], me, deadline,
+                                                      &error);
+      if (!error.empty()) break;
+    }
+  }
+  const std::int32_t ok = error.empty() ? 1 : 0;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(n));
+  group.all_gather(&ok, all.data(), 1, DType::Int32);
+  std::string failed;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (failed.empty()) return;
+  if (!error.empty()) GC_LOG(Error, error);
+  GC_THROW(DistributedError, name, ": connecting the writers on other nodes failed on group "
+           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
 }
 
 std::string queue_name(const ProcessGroup& group, int writer_rank) {
@@ -230,16 +325,34 @@ std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
   // removes it, so that on return from here no rank can still see it.
   if (ring) ring->segment().unlink();
   shm::raise_on_failure(op, group->name(), verdict, "writer", writer_rank,
-                        shm::handle_is_valid(handle) ? handle.error : "");
+                        shm::handle_is_valid(handle) ? handle.error : "",
+                        /*remote_allowed=*/true);
+  // Readers on other nodes (vLLM's remote readers) are served over TCP; their ring slots stay
+  // unused.
+  std::vector<int> remote;
+  std::vector<bool> remote_slot;
+  for (int r : readers) {
+    remote_slot.push_back(verdict[r] == shm::kAttachRemote);
+    if (remote_slot.back()) remote.push_back(r);
+  }
+  std::unique_ptr<shm::RemoteFanout> fanout;
+  std::unique_ptr<shm::RemoteInbox> inbox;
+  if (!remote.empty()) connect_remote_readers(*group, name, writer_rank, remote, fanout, inbox);
 
   std::unique_ptr<Impl> impl;
+  const int index =
+      static_cast<int>(std::find(readers.begin(), readers.end(), me) - readers.begin());
   if (me == writer_rank) {
     impl = Impl::make_writer(name, writer_rank, readers, max_chunk_bytes, max_chunks,
-                             group->timeout(), std::move(ring));
+                             group->timeout(), std::move(ring), std::move(fanout),
+                             std::move(remote_slot));
+  } else if (inbox) {
+    impl = Impl::make_remote_reader(name, writer_rank, readers, index,
+                                    readers.size() - remote.size(), max_chunk_bytes, max_chunks,
+                                    group->timeout(), std::move(inbox));
   } else {
-    const int index =
-        static_cast<int>(std::find(readers.begin(), readers.end(), me) - readers.begin());
     impl = Impl::make_reader(name, writer_rank, readers, index, group->timeout(), std::move(ring));
+    impl->n_local_reader = readers.size() - remote.size();
   }
   std::unique_ptr<MessageQueue> queue(new MessageQueue(std::move(impl)));
   if (blocking) queue->wait_until_ready();
@@ -279,17 +392,37 @@ std::vector<std::unique_ptr<MessageQueue>> MessageQueue::create_from_process_gro
   for (auto& ring : rings) {
     if (ring) ring->segment().unlink();
   }
-  shm::raise_on_failure(op, group->name(), verdict, "reader", reader_rank, "");
+  shm::raise_on_failure(op, group->name(), verdict, "reader", reader_rank, "",
+                        /*remote_allowed=*/true);
+  // Writers on another node than the reader serve it over TCP.
+  std::vector<int> remote;
+  for (int w = 0; w < n; ++w) {
+    if (w != reader_rank && verdict[w] == shm::kAttachRemote) remote.push_back(w);
+  }
+  std::unique_ptr<shm::RemoteFanout> fanout;
+  std::vector<std::unique_ptr<shm::RemoteInbox>> inboxes;
+  if (!remote.empty()) {
+    connect_remote_writers(*group, "mq[" + group->name() + " -> reader " +
+                                       std::to_string(reader_rank) + "]",
+                           reader_rank, remote, fanout, inboxes);
+  }
 
   for (int w = 0; w < n; ++w) {
     if (w == reader_rank || (me != reader_rank && w != me)) continue;
     const std::string name = "mq[" + group->name() + ", writer " + std::to_string(w) +
                              " -> reader " + std::to_string(reader_rank) + "]";
-    std::unique_ptr<Impl> impl =
-        me == reader_rank
-            ? Impl::make_reader(name, w, {reader_rank}, 0, group->timeout(), std::move(rings[w]))
-            : Impl::make_writer(name, w, {reader_rank}, max_chunk_bytes, max_chunks,
-                                group->timeout(), std::move(own_ring));
+    std::unique_ptr<Impl> impl;
+    if (me != reader_rank) {
+      const bool served_remotely = fanout != nullptr;
+      impl = Impl::make_writer(name, w, {reader_rank}, max_chunk_bytes, max_chunks,
+                               group->timeout(), std::move(own_ring), std::move(fanout),
+                               std::vector<bool>{served_remotely});
+    } else if (!inboxes.empty() && inboxes[w]) {
+      impl = Impl::make_remote_reader(name, w, {reader_rank}, 0, 0, max_chunk_bytes, max_chunks,
+                                      group->timeout(), std::move(inboxes[w]));
+    } else {
+      impl = Impl::make_reader(name, w, {reader_rank}, 0, group->timeout(), std::move(rings[w]));
+    }
     queues.emplace_back(new MessageQueue(std::move(impl)));
   }
   if (blocking) {

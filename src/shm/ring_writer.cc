@@ -10,9 +10,13 @@ namespace groupcoord {
 namespace shm {
 
 RingWriter::RingWriter(ShmRingBuffer& ring, std::string label,
-                       std::vector<std::string> reader_names)
-    : ring_(ring), label_(std::move(label)), reader_names_(std::move(reader_names)) {
+                       std::vector<std::string> reader_names, std::vector<bool> remote)
+    : ring_(ring),
+      label_(std::move(label)),
+      reader_names_(std::move(reader_names)),
+      remote_(std::move(remote)) {
   reader_names_.resize(ring_.n_reader());
+  remote_.resize(ring_.n_reader(), false);
   for (std::size_t r = 0; r < reader_names_.size(); ++r) {
     if (reader_names_[r].empty()) reader_names_[r] = "reader " + std::to_string(r);
   }
@@ -61,6 +65,7 @@ void RingWriter::check_readers_alive(std::size_t chunk, const char* op) {
   // really is unread.
   const bool check_pids = liveness_.due();
   for (std::size_t r = 0; r < ring_.n_reader(); ++r) {
+    if (remote_[r]) continue;
     const ReaderSlot& slot = ring_.reader_slot(r);
     const bool closed = slot.state.load(std::memory_order_acquire) ==
                         static_cast<std::uint32_t>(ReaderState::kClosed);
@@ -98,7 +103,7 @@ std::uint8_t* RingWriter::acquire(const Deadline& deadline, const char* op) {
 
 void RingWriter::publish() {
   for (std::size_t r = 0; r < ring_.n_reader(); ++r) {
-    ring_.read(current_, r).store(0, std::memory_order_release);
+    ring_.read(current_, r).store(remote_[r] ? 1 : 0, std::memory_order_release);
   }
   ring_.written(current_).store(1, std::memory_order_release);
   current_ = index(1);

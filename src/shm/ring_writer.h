@@ -27,7 +27,10 @@ namespace shm {
 class RingWriter {
  public:
   /// `label` names the queue in errors; `reader_names[r]` names reader r (e.g. "rank 3").
-  RingWriter(ShmRingBuffer& ring, std::string label, std::vector<std::string> reader_names);
+  /// `remote[r]`: reader r reads over a socket, not from the ring (remote_fanout.h): its read
+  /// flags are published as 1, so the ring never waits for it.
+  RingWriter(ShmRingBuffer& ring, std::string label, std::vector<std::string> reader_names,
+             std::vector<bool> remote = {});
 
   /// True when the chunk `ahead` positions after the next one to write may be (re)written.
   bool is_free(std::size_t ahead = 0) const;
@@ -54,6 +57,7 @@ class RingWriter {
   ShmRingBuffer& ring_;
   std::string label_;
   std::vector<std::string> reader_names_;
+  std::vector<bool> remote_;
   std::size_t current_ = 0;
   LivenessTimer liveness_;
 };

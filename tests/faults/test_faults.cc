@@ -362,5 +362,32 @@ TEST_F(DeadRank, QueueWriterKilled) {
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
+// The same two deaths when the readers are served over TCP, as readers on other nodes are
+// (GROUPCOORD_MQ_FORCE_REMOTE makes every reader take that path on one machine).
+void remote_queue_traffic(Job& job, int rank) {
+  ::setenv("GROUPCOORD_MQ_FORCE_REMOTE", "1", 1);
+  queue_traffic(job, rank);
+}
+
+TEST_F(DeadRank, RemoteQueueReaderKilled) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, remote_queue_traffic);
+  ASSERT_TRUE(job.wait_for(2, "working"));
+  const auto killed = job.kill(2);
+  expect_raises(job, 0, killed);  // the writer: its connection to the dead reader breaks
+  expect_raises(job, 1, killed);  // the other reader: the writer stopped writing
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+TEST_F(DeadRank, RemoteQueueWriterKilled) {
+  Job job(dir_.path(), id(), 3);
+  for (int r = 0; r < 3; ++r) job.start(r, remote_queue_traffic);
+  ASSERT_TRUE(job.wait_for(1, "working"));
+  const auto killed = job.kill(0);
+  expect_raises(job, 1, killed);
+  expect_raises(job, 2, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
 }  // namespace
 }  // namespace groupcoord

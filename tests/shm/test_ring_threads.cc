@@ -381,8 +381,11 @@ TEST(AttachVerdict, RemoteReadersAreInvalidArgumentFailuresAreDistributedError) 
     const std::string what = error.what();
     EXPECT_NE(what.find("tp:0"), std::string::npos) << what;
     EXPECT_NE(what.find("group rank(s) 2"), std::string::npos) << what;
-    EXPECT_NE(what.find("not supported yet"), std::string::npos) << what;
+    EXPECT_NE(what.find("serves readers on other nodes"), std::string::npos) << what;
   }
+  // Where the caller serves remote readers over TCP, a remote reader is no error.
+  EXPECT_NO_THROW(shm::raise_on_failure("create_from_process_group", "tp:0", verdict, "writer", 0,
+                                        "", /*remote_allowed=*/true));
   try {
     shm::raise_on_failure("create_from_process_group", "tp:0", {kAttachFailed, kAttachOk}, "writer",
                           0, "No space left on device");

@@ -1,0 +1,74 @@
+// The writer's side of a MessageQueue's readers on other nodes: one TCP connection per remote
+// reader, each message sent as a u64 length and the bytes (vLLM serves such readers over a ZeroMQ
+// socket; shared memory cannot reach them). The kernel's socket buffers play the ring's part: a
+// writer waits only when a reader has fallen that far behind, and then within its deadline.
+//
+// Set-up (queue_factory.cc, collective over the queue's group): the writer listens on an
+// ephemeral port of its address for peers (GLOO_SOCKET_IFNAME's interface, else its host name's
+// address), broadcasts that endpoint and a random token, the remote readers connect and present
+// the token and their group rank, and the writer accepts exactly them within the group's timeout.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "core/spin_wait.h"
+#include "groupcoord/bytes.h"
+#include "store/socket.h"
+
+namespace groupcoord {
+namespace shm {
+
+/// What the writer broadcasts to every rank of the group (fixed size, plain bytes).
+struct RemoteEndpoint {
+  char host[64] = {};   ///< numeric address the remote readers connect to
+  std::int32_t port = 0;
+  std::int32_t ok = 0;  ///< 0: the writer could not listen (error says why)
+  std::uint64_t token = 0;
+  char error[160] = {};
+};
+
+/// The first bytes a remote reader sends on its connection.
+struct RemoteHello {
+  std::uint64_t token = 0;
+  std::int32_t rank = -1;  ///< the reader's group rank
+  std::int32_t reserved = 0;
+};
+
+class RemoteFanout {
+ public:
+  /// Starts listening for `reader_ranks` (group ranks); `endpoint` is what the writer
+  /// broadcasts. On failure endpoint.ok is 0 and the fanout accepts nobody.
+  RemoteFanout(std::string label, std::vector<int> reader_ranks, RemoteEndpoint* endpoint);
+
+  /// Accepts the connection of every remote reader before `deadline`; "" on success, else why
+  /// not (the caller makes every rank agree before anyone throws).
+  std::string accept_all(const Deadline& deadline);
+
+  /// Sends `message` to every remote reader. TimeoutError when a reader does not drain its
+  /// connection in time, DistributedError when one is gone; either leaves that reader's stream
+  /// unusable (is_broken()).
+  void send(const Bytes& message, const Deadline& deadline);
+
+  bool is_broken() const { return broken_; }
+  /// Whether group rank `rank` is one of the remote readers.
+  bool serves(int rank) const;
+  std::size_t size() const { return reader_ranks_.size(); }
+
+  /// The numeric IPv4 address peers on other nodes can reach this process at:
+  /// GLOO_SOCKET_IFNAME's interface when set, else the address this host's name resolves to
+  /// (not loopback), else the first non-loopback interface; "" when there is none.
+  static std::string address_for_peers();
+
+ private:
+  std::string label_;
+  std::vector<int> reader_ranks_;
+  std::uint64_t token_ = 0;
+  store_internal::UniqueFd listener_;
+  std::vector<store_internal::UniqueFd> connections_;  ///< by reader_ranks_ index
+  bool broken_ = false;
+};
+
+}  // namespace shm
+}  // namespace groupcoord
