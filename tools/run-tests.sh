@@ -3,7 +3,8 @@
 #   tools/run-tests.sh                 everything
 #   GROUPCOORD_PRESET=asan tools/run-tests.sh    the same under ASan+UBSan (build-asan/)
 #   tools/run-tests.sh -R store        extra arguments go to ctest (and skip the steps below)
-# After ctest and pytest: tools/two-hosts-test.sh and a short tools/run-fuzz.sh.
+# After ctest and pytest: tools/two-hosts-test.sh, tools/valgrind-check.sh and a short
+# tools/run-fuzz.sh. The asan and tsan presets: GROUPCOORD_PRESET=asan|tsan tools/run-tests.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 gc_install_missing_packages
@@ -19,11 +20,21 @@ if [ $# -eq 0 ] && [ -f "$build_dir/python/groupcoord/__init__.py" ]; then
   "$GROUPCOORD_ROOT/tools/run-pytest.sh" -b "$build_dir" || status=1
 fi
 
-# Beyond the default build: two hosts in network namespaces (skips without root), and a short run
-# of every fuzz target (its own clang build, build-fuzz/). Not when ctest arguments select tests.
+# Beyond the default build: two hosts in network namespaces (skips without root), valgrind on
+# representative tests, and a short run of every fuzz target (its own clang build, build-fuzz/).
+# Not when ctest arguments select tests.
 if [ $# -eq 0 ] && [ "$GROUPCOORD_PRESET" = default ]; then
   "$GROUPCOORD_ROOT/tools/two-hosts-test.sh" "$build_dir" || status=1
+  "$GROUPCOORD_ROOT/tools/valgrind-check.sh" || status=1
   "$GROUPCOORD_ROOT/tools/run-fuzz.sh" 20 || status=1
+  # The fuzz build is clang with ASan+UBSan: the store, ring and fault tests run on it too.
+  gc_log "ASan+UBSan (clang, build-fuzz/): test_store test_shm_ring test_faults"
+  cmake --build "$GROUPCOORD_ROOT/build-fuzz" -j "$(nproc)" \
+    --target test_store test_shm_ring test_faults >/dev/null || status=1
+  (cd "$GROUPCOORD_ROOT/build-fuzz" &&
+    ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+    ctest --output-on-failure -j "$(nproc)" -R '^(test_store|test_shm_ring|test_faults)$') ||
+    status=1
 fi
 
 if [ $status -eq 0 ]; then gc_log "all tests passed"; else gc_log "TESTS FAILED"; fi

@@ -82,7 +82,10 @@ std::string RemoteFanout::address_for_peers() {
     return interface_address(first);
   }
   std::string address = host_name_address();
-  return address.empty() ? interface_address("") : address;
+  if (address.empty()) address = interface_address("");
+  // A machine without a network: only this machine's processes can be the "other node" (e.g.
+  // another /dev/shm), and they reach loopback.
+  return address.empty() ? std::string("127.0.0.1") : address;
 }
 
 RemoteFanout::RemoteFanout(std::string label, std::vector<int> reader_ranks,
@@ -92,8 +95,6 @@ RemoteFanout::RemoteFanout(std::string label, std::vector<int> reader_ranks,
   *endpoint = RemoteEndpoint{};
   try {
     const std::string host = address_for_peers();
-    GC_CHECK(!host.empty(), label_, ": no address that other nodes could reach (set "
-             "GLOO_SOCKET_IFNAME to the interface to use)");
     listener_ = store_internal::listen_tcp(host, 0, static_cast<int>(reader_ranks_.size()) + 8);
     token_ = (random_token() << 1) | 1;  // never 0
     copy_text(endpoint->host, sizeof endpoint->host, host);
@@ -144,7 +145,10 @@ bool RemoteFanout::serves(int rank) const {
 }
 
 void RemoteFanout::send(const Bytes& message, const Deadline& deadline) {
-  GC_CHECK(!broken_, label_, ": enqueue: the connection to a remote reader broke earlier");
+  if (broken_) {
+    GC_THROW(DistributedError, label_, ": enqueue: the queue is broken (the connection to a "
+             "remote reader failed in an earlier enqueue)");
+  }
   const auto until = time_point(deadline);
   const std::uint64_t length = message.size();
   for (std::size_t i = 0; i < connections_.size(); ++i) {

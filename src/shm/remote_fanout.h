@@ -58,7 +58,7 @@ class RemoteFanout {
 
   /// The numeric IPv4 address peers on other nodes can reach this process at:
   /// GLOO_SOCKET_IFNAME's interface when set, else the address this host's name resolves to
-  /// (not loopback), else the first non-loopback interface; "" when there is none.
+  /// (not loopback), else the first non-loopback interface, else 127.0.0.1.
   static std::string address_for_peers();
 
  private:

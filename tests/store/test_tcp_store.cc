@@ -410,6 +410,26 @@ class TcpStoreHostileInput : public ::testing::Test {
   std::string bystander_value_;
 };
 
+// Slow-loris clients: hundreds of connections that send half a handshake or half a request and
+// then stall. Each costs the server a descriptor, never its attention: others are served at once.
+TEST_F(TcpStoreHostileInput, StalledClientsDoNotStopTheServer) {
+  std::vector<std::unique_ptr<RawClient>> stalled;
+  for (int i = 0; i < 300; ++i) {
+    stalled.push_back(std::make_unique<RawClient>(port_));
+    if (i % 2 == 0) {
+      stalled.back()->send(hello().substr(0, 5));  // half a handshake
+    } else {
+      stalled.back()->send(hello());
+      stalled.back()->send(frame(std::string(1, kSet) + field("k") + field("v")).substr(0, 7));
+    }
+  }
+  const auto start = std::chrono::steady_clock::now();
+  TcpStore client("127.0.0.1", port_, 5s);
+  client.set("served", "yes");
+  EXPECT_EQ(client.get("served"), "yes");
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 2s);
+}
+
 TEST_F(TcpStoreHostileInput, GarbageBytes) {
   RawClient client(port_);
   std::string garbage;
