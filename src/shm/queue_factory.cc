@@ -99,6 +99,24 @@ std::vector<std::int32_t> agree(ProcessGroup& group, const std::vector<std::int3
   return shm::combine_statuses(all, n);
 }
 
+/// Every rank says whether its side of the remote connections is up (`error` empty); all throw
+/// the same DistributedError, naming the ranks that failed, when one is not. `who`: "readers" or
+/// "writers" on other nodes.
+void agree_on_connections(ProcessGroup& group, const std::string& name, const char* who,
+                          const std::string& error) {
+  const std::int32_t ok = error.empty() ? 1 : 0;
+  std::vector<std::int32_t> all(static_cast<std::size_t>(group.size()));
+  group.all_gather(&ok, all.data(), 1, DType::Int32);
+  std::string failed;
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
+  }
+  if (failed.empty()) return;
+  if (!error.empty()) GC_LOG(Error, error);
+  GC_THROW(DistributedError, name, ": connecting the ", who, " on other nodes failed on group "
+           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
+}
+
 /// Connects the readers that cannot map the writer's segment (`remote`, group ranks: on other
 /// nodes) to the writer over TCP (remote_fanout.h): the writer listens and broadcasts where, they
 /// connect, and every rank agrees on the outcome before anyone throws. Sets `fanout` on the
@@ -122,17 +140,7 @@ void connect_remote_readers(ProcessGroup& group, const std::string& name, int wr
     inbox = std::make_unique<shm::RemoteInbox>(name, "rank " + std::to_string(writer_rank),
                                                endpoint, me, deadline, &error);
   }
-  const std::int32_t ok = error.empty() ? 1 : 0;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(group.size()));
-  group.all_gather(&ok, all.data(), 1, DType::Int32);
-  std::string failed;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (failed.empty()) return;
-  if (!error.empty()) GC_LOG(Error, error);
-  GC_THROW(DistributedError, name, ": connecting the readers on other nodes failed on group "
-           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
+  agree_on_connections(group, name, "readers", error);
 }
 
 /// create_from_process_group_single_reader's counterpart of connect_remote_readers: every writer
@@ -172,17 +180,7 @@ void connect_remote_writers(ProcessGroup& group, const std::string& name, int re
       if (!error.empty()) break;
     }
   }
-  const std::int32_t ok = error.empty() ? 1 : 0;
-  std::vector<std::int32_t> all(static_cast<std::size_t>(n));
-  group.all_gather(&ok, all.data(), 1, DType::Int32);
-  std::string failed;
-  for (std::size_t r = 0; r < all.size(); ++r) {
-    if (all[r] == 0) failed += (failed.empty() ? "" : ", ") + std::to_string(r);
-  }
-  if (failed.empty()) return;
-  if (!error.empty()) GC_LOG(Error, error);
-  GC_THROW(DistributedError, name, ": connecting the writers on other nodes failed on group "
-           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
+  agree_on_connections(group, name, "writers", error);
 }
 
 std::string queue_name(const ProcessGroup& group, int writer_rank) {

@@ -271,36 +271,34 @@ TEST_F(DeadRank, RankZeroKilledWhileItHostsTheStore) {
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
-// Rank 1 dies while the job is still meeting (rank 2 has not started); rank 2 starts after the
-// death and must not wait past its own timeout either.
-TEST_F(DeadRank, KilledDuringRendezvousBeforeAllJoined) {
-  Job job(dir_.path(), id(), 3);
-  const auto nothing = [](Job&, int) {};
-  job.start(0, nothing);
-  job.start(1, nothing);
-  std::this_thread::sleep_for(300ms);  // both are inside the rendezvous, waiting for rank 2
-  const auto killed = job.kill(1);
-  std::this_thread::sleep_for(500ms);
-  job.start(2, nothing);
-  expect_raises(job, 0, killed);
-  expect_raises(job, 2, job.started(2));
-  expect_clean_and_reusable(job, dir_.path(), id());
-}
-
-// Rank 0, the store's host, dies while the job is still meeting; rank 2 starts after the death
-// and finds only the dead store's address. It must give up within its timeout and remove the
-// rendezvous directory, which rank 0 would have removed.
-TEST_F(DeadRank, RankZeroKilledDuringRendezvous) {
-  Job job(dir_.path(), id(), 3);
+// Ranks 0 and 1 start and wait inside the rendezvous for rank 2; `victim` (0 or 1) dies; rank 2
+// starts after the death. Then the survivors must raise, rank 2 within its own timeout.
+void expect_survivors_of_a_death_during_rendezvous(Job& job, int victim) {
   const auto nothing = [](Job&, int) {};
   job.start(0, nothing);
   job.start(1, nothing);
   std::this_thread::sleep_for(300ms);
-  const auto killed = job.kill(0);
+  const auto killed = job.kill(victim);
   std::this_thread::sleep_for(500ms);
   job.start(2, nothing);
-  expect_raises(job, 1, killed);
+  expect_raises(job, 1 - victim, killed);
   expect_raises(job, 2, job.started(2));
+}
+
+// Rank 1 dies while the job is still meeting: rank 0 and the late rank 2 must not wait past
+// their timeout (a late rank used to wait 5 timeouts inside Gloo's connectFullMesh).
+TEST_F(DeadRank, KilledDuringRendezvousBeforeAllJoined) {
+  Job job(dir_.path(), id(), 3);
+  expect_survivors_of_a_death_during_rendezvous(job, 1);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+// Rank 0, the store's host, dies while the job is still meeting: the late rank 2 finds only the
+// dead store's address, must give up within its timeout and remove the rendezvous directory,
+// which rank 0 would have removed.
+TEST_F(DeadRank, RankZeroKilledDuringRendezvous) {
+  Job job(dir_.path(), id(), 3);
+  expect_survivors_of_a_death_during_rendezvous(job, 0);
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
@@ -342,50 +340,53 @@ void queue_traffic(Job& job, int rank) {
   }
 }
 
-TEST_F(DeadRank, QueueReaderKilled) {
-  Job job(dir_.path(), id(), 3);
-  for (int r = 0; r < 3; ++r) job.start(r, queue_traffic);
+// The reader rank 2 dies: the writer (its chunks are never freed, or its connection breaks)
+// and the other reader (the writer stops) raise.
+void expect_queue_reader_death(Job& job, const std::function<void(Job&, int)>& traffic) {
+  for (int r = 0; r < 3; ++r) job.start(r, traffic);
   ASSERT_TRUE(job.wait_for(2, "working"));
   const auto killed = job.kill(2);
-  expect_raises(job, 0, killed);  // the writer: the dead reader never frees its chunks
-  expect_raises(job, 1, killed);  // the other reader: the writer stopped writing
-  expect_clean_and_reusable(job, dir_.path(), id());
+  expect_raises(job, 0, killed);
+  expect_raises(job, 1, killed);
 }
 
-TEST_F(DeadRank, QueueWriterKilled) {
-  Job job(dir_.path(), id(), 3);
-  for (int r = 0; r < 3; ++r) job.start(r, queue_traffic);
+// The writer dies: both readers raise.
+void expect_queue_writer_death(Job& job, const std::function<void(Job&, int)>& traffic) {
+  for (int r = 0; r < 3; ++r) job.start(r, traffic);
   ASSERT_TRUE(job.wait_for(1, "working"));
   const auto killed = job.kill(0);
   expect_raises(job, 1, killed);
   expect_raises(job, 2, killed);
-  expect_clean_and_reusable(job, dir_.path(), id());
 }
 
-// The same two deaths when the readers are served over TCP, as readers on other nodes are
+// The same when the readers are served over TCP, as readers on other nodes are
 // (GROUPCOORD_MQ_FORCE_REMOTE makes every reader take that path on one machine).
 void remote_queue_traffic(Job& job, int rank) {
   ::setenv("GROUPCOORD_MQ_FORCE_REMOTE", "1", 1);
   queue_traffic(job, rank);
 }
 
+TEST_F(DeadRank, QueueReaderKilled) {
+  Job job(dir_.path(), id(), 3);
+  expect_queue_reader_death(job, queue_traffic);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+TEST_F(DeadRank, QueueWriterKilled) {
+  Job job(dir_.path(), id(), 3);
+  expect_queue_writer_death(job, queue_traffic);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
 TEST_F(DeadRank, RemoteQueueReaderKilled) {
   Job job(dir_.path(), id(), 3);
-  for (int r = 0; r < 3; ++r) job.start(r, remote_queue_traffic);
-  ASSERT_TRUE(job.wait_for(2, "working"));
-  const auto killed = job.kill(2);
-  expect_raises(job, 0, killed);  // the writer: its connection to the dead reader breaks
-  expect_raises(job, 1, killed);  // the other reader: the writer stopped writing
+  expect_queue_reader_death(job, remote_queue_traffic);
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
 TEST_F(DeadRank, RemoteQueueWriterKilled) {
   Job job(dir_.path(), id(), 3);
-  for (int r = 0; r < 3; ++r) job.start(r, remote_queue_traffic);
-  ASSERT_TRUE(job.wait_for(1, "working"));
-  const auto killed = job.kill(0);
-  expect_raises(job, 1, killed);
-  expect_raises(job, 2, killed);
+  expect_queue_writer_death(job, remote_queue_traffic);
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
