@@ -2,12 +2,15 @@
 // point-to-point transfers in point_to_point.cc.
 #include "groupcoord/process_group.h"
 
+#include <gloo/common/error.h>
 #include <gloo/rendezvous/context.h>
 
 #include <algorithm>
 #include <chrono>
 #include <future>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <thread>
 
 #include "groupcoord/check.h"
@@ -28,32 +31,64 @@ std::string world_generation_key(int rank) {
   return "groupcoord/pg/world_generation/" + std::to_string(rank);
 }
 
+/// How the helper thread of connect_full_mesh_within ended, as plain values: an exception object
+/// is never shared between the threads (whichever dropped it last would destroy it, while the
+/// other may still be reading it).
+struct MeshOutcome {
+  enum class Kind { kConnected, kTimeout, kGloo, kInvalid, kOther } kind = Kind::kConnected;
+  std::string what;
+};
+
+MeshOutcome connect_full_mesh(gloo::rendezvous::Context& context, gloo::rendezvous::Store& store,
+                              std::shared_ptr<gloo::transport::Device>& device) {
+  try {
+    context.connectFullMesh(store, device);
+    return {};
+  } catch (const TimeoutError& e) {  // the store's deadline
+    return {MeshOutcome::Kind::kTimeout, e.what()};
+  } catch (const ::gloo::Exception& e) {
+    return {MeshOutcome::Kind::kGloo, e.what()};
+  } catch (const std::invalid_argument& e) {
+    return {MeshOutcome::Kind::kInvalid, e.what()};
+  } catch (const std::exception& e) {
+    return {MeshOutcome::Kind::kOther, e.what()};
+  }
+}
+
 /// Gloo's connectFullMesh with the caller's wait bounded by `timeout` (+ a little, so that Gloo's
 /// own timeout error, which says more, wins when it comes in time). Gloo may wait several times
 /// its timeout for a peer that died after publishing its address (each pair's connect retries
 /// until its own deadline, one pair after another: 15 s for a 3 s timeout in
 /// tests/faults/test_faults.cc). The connect runs on a helper thread that holds what it uses;
-/// past the deadline the caller gets TimeoutError and the helper finishes on its own.
+/// past the deadline the caller gets TimeoutError and the helper finishes on its own. Errors come
+/// back as the same exception types (run_gloo_op classifies them), made anew on this thread.
 void connect_full_mesh_within(std::shared_ptr<gloo::rendezvous::Context> context,
                               std::shared_ptr<gloo::rendezvous::Store> store,
                               std::shared_ptr<gloo::transport::Device> device,
                               std::chrono::milliseconds timeout) {
   constexpr std::chrono::milliseconds kGlooFirst{500};
-  auto done = std::make_shared<std::promise<void>>();
-  std::future<void> result = done->get_future();
+  auto done = std::make_shared<std::promise<MeshOutcome>>();
+  std::future<MeshOutcome> result = done->get_future();
   std::thread([context, store, device, done]() mutable {
-    try {
-      context->connectFullMesh(*store, device);
-      done->set_value();
-    } catch (...) {
-      done->set_exception(std::current_exception());
-    }
+    done->set_value(connect_full_mesh(*context, *store, device));
   }).detach();
   if (result.wait_for(timeout + kGlooFirst) != std::future_status::ready) {
     GC_THROW(TimeoutError, "the connections to every peer were not made within ",
              timeout.count(), " ms");
   }
-  result.get();  // rethrows Gloo's error
+  const MeshOutcome outcome = result.get();
+  switch (outcome.kind) {
+    case MeshOutcome::Kind::kConnected:
+      return;
+    case MeshOutcome::Kind::kTimeout:
+      throw TimeoutError(outcome.what);
+    case MeshOutcome::Kind::kGloo:
+      throw ::gloo::IoException(outcome.what);
+    case MeshOutcome::Kind::kInvalid:
+      throw std::invalid_argument(outcome.what);
+    case MeshOutcome::Kind::kOther:
+      throw DistributedError(outcome.what);
+  }
 }
 
 /// Builds the state of a group and connects its Gloo context (collective over its members).
