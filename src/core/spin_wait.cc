@@ -33,6 +33,10 @@ std::chrono::milliseconds Deadline::elapsed() const {
                                                                start_);
 }
 
+std::chrono::milliseconds Deadline::remaining() const {
+  return std::max(timeout_ - elapsed(), std::chrono::milliseconds(0));
+}
+
 void Backoff::pause() {
   if (steps_ < kSpins) {
     if (steps_++ == 0) sleeps_ = 0;

@@ -20,6 +20,8 @@ class Deadline {
   bool expired() const;
   /// Time since the deadline was created.
   std::chrono::milliseconds elapsed() const;
+  /// Time left before it expires (zero once expired).
+  std::chrono::milliseconds remaining() const;
   /// The timeout this deadline was created with (for error messages).
   std::chrono::milliseconds timeout() const { return timeout_; }
 

@@ -37,8 +37,7 @@ void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline&
 std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
     std::string name, int writer_rank, std::vector<int> reader_ranks, std::size_t max_chunk_bytes,
     std::size_t max_chunks, std::chrono::milliseconds timeout,
-    std::unique_ptr<shm::ShmRingBuffer> ring, std::unique_ptr<shm::RemoteFanout> fanout,
-    std::vector<bool> remote) {
+    std::unique_ptr<shm::ShmRingBuffer> ring, std::unique_ptr<shm::RemoteFanout> fanout) {
   auto impl = std::make_unique<Impl>();
   impl->name = std::move(name);
   impl->writer_rank = writer_rank;
@@ -50,7 +49,11 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_writer(
   impl->fanout = std::move(fanout);
   if (ring) {
     std::vector<std::string> reader_names;
-    for (int rank : impl->reader_ranks) reader_names.push_back("reader " + rank_name(rank));
+    std::vector<bool> remote;
+    for (std::size_t r = 0; r < impl->reader_ranks.size(); ++r) {
+      reader_names.push_back("reader " + rank_name(impl->reader_ranks[r]));
+      remote.push_back(is_remote(*impl, r));
+    }
     impl->shm_name = ring->segment().name();
     impl->writer = std::make_unique<shm::RingWriter>(*ring, impl->name, std::move(reader_names),
                                                      std::move(remote));

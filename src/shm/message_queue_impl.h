@@ -65,14 +65,13 @@ struct MessageQueue::Impl {
   std::string writer_label() const;
 
   /// The writer's side. `ring` may be null (no readers). `fanout`: the connections to the
-  /// readers on other nodes, whose ring slots `remote` marks (null / empty: none).
+  /// readers on other nodes (null: none); their ring slots are never waited for.
   static std::unique_ptr<Impl> make_writer(std::string name, int writer_rank,
                                            std::vector<int> reader_ranks,
                                            std::size_t max_chunk_bytes, std::size_t max_chunks,
                                            std::chrono::milliseconds timeout,
                                            std::unique_ptr<shm::ShmRingBuffer> ring,
-                                           std::unique_ptr<shm::RemoteFanout> fanout = nullptr,
-                                           std::vector<bool> remote = {});
+                                           std::unique_ptr<shm::RemoteFanout> fanout = nullptr);
   /// Reader `reader_index`'s side when it is on another node than the writer.
   static std::unique_ptr<Impl> make_remote_reader(std::string name, int writer_rank,
                                                   std::vector<int> reader_ranks, int reader_index,

@@ -328,10 +328,8 @@ std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
   // Readers on other nodes (vLLM's remote readers) are served over TCP; their ring slots stay
   // unused.
   std::vector<int> remote;
-  std::vector<bool> remote_slot;
   for (int r : readers) {
-    remote_slot.push_back(verdict[r] == shm::kAttachRemote);
-    if (remote_slot.back()) remote.push_back(r);
+    if (verdict[r] == shm::kAttachRemote) remote.push_back(r);
   }
   std::unique_ptr<shm::RemoteFanout> fanout;
   std::unique_ptr<shm::RemoteInbox> inbox;
@@ -342,8 +340,7 @@ std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
       static_cast<int>(std::find(readers.begin(), readers.end(), me) - readers.begin());
   if (me == writer_rank) {
     impl = Impl::make_writer(name, writer_rank, readers, max_chunk_bytes, max_chunks,
-                             group->timeout(), std::move(ring), std::move(fanout),
-                             std::move(remote_slot));
+                             group->timeout(), std::move(ring), std::move(fanout));
   } else if (inbox) {
     impl = Impl::make_remote_reader(name, writer_rank, readers, index,
                                     readers.size() - remote.size(), max_chunk_bytes, max_chunks,
@@ -411,10 +408,8 @@ std::vector<std::unique_ptr<MessageQueue>> MessageQueue::create_from_process_gro
                              " -> reader " + std::to_string(reader_rank) + "]";
     std::unique_ptr<Impl> impl;
     if (me != reader_rank) {
-      const bool served_remotely = fanout != nullptr;
       impl = Impl::make_writer(name, w, {reader_rank}, max_chunk_bytes, max_chunks,
-                               group->timeout(), std::move(own_ring), std::move(fanout),
-                               std::vector<bool>{served_remotely});
+                               group->timeout(), std::move(own_ring), std::move(fanout));
     } else if (!inboxes.empty() && inboxes[w]) {
       impl = Impl::make_remote_reader(name, w, {reader_rank}, 0, 0, max_chunk_bytes, max_chunks,
                                       group->timeout(), std::move(inboxes[w]));

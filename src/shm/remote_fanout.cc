@@ -24,11 +24,6 @@ namespace {
 using store_internal::IoStatus;
 using store_internal::UniqueFd;
 
-store_internal::TimePoint time_point(const Deadline& deadline) {
-  const auto left = deadline.timeout() - deadline.elapsed();
-  return store_internal::Clock::now() + std::max(left, std::chrono::milliseconds(0));
-}
-
 void copy_text(char* out, std::size_t size, const std::string& text) {
   std::strncpy(out, text.c_str(), size - 1);
   out[size - 1] = '\0';
@@ -108,7 +103,7 @@ RemoteFanout::RemoteFanout(std::string label, std::vector<int> reader_ranks,
 
 std::string RemoteFanout::accept_all(const Deadline& deadline) {
   if (!listener_.valid()) return label_ + ": the writer could not listen for remote readers";
-  const auto until = time_point(deadline);
+  const auto until = store_internal::deadline_after(deadline.remaining());
   std::size_t connected = 0;
   while (connected < reader_ranks_.size()) {
     pollfd wait{listener_.get(), POLLIN, 0};
@@ -149,7 +144,7 @@ void RemoteFanout::send(const Bytes& message, const Deadline& deadline) {
     GC_THROW(DistributedError, label_, ": enqueue: the queue is broken (the connection to a "
              "remote reader failed in an earlier enqueue)");
   }
-  const auto until = time_point(deadline);
+  const auto until = store_internal::deadline_after(deadline.remaining());
   const std::uint64_t length = message.size();
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     int err = 0;

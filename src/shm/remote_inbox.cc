@@ -23,9 +23,7 @@ constexpr std::uint64_t kMaxMessageBytes = std::uint64_t{1} << 40;
 RemoteInbox::RemoteInbox(std::string label, std::string writer, const RemoteEndpoint& endpoint,
                          int rank, const Deadline& deadline, std::string* error)
     : label_(std::move(label)), writer_(std::move(writer)) {
-  const auto left = deadline.timeout() - deadline.elapsed();
-  const auto until =
-      store_internal::Clock::now() + std::max(left, std::chrono::milliseconds(0));
+  const auto until = store_internal::deadline_after(deadline.remaining());
   std::string why = "no attempt made";
   while (!fd_.valid() && store_internal::Clock::now() < until) {
     fd_ = store_internal::try_connect_tcp(endpoint.host, endpoint.port, until, &why);
@@ -66,7 +64,7 @@ bool RemoteInbox::fill(char* data, std::size_t size, std::size_t* have,
       GC_THROW(DistributedError, label_, ": dequeue: the connection to the writer (", writer_,
                ") failed: ", store_internal::errno_text(errno));
     }
-    const auto left = deadline.timeout() - deadline.elapsed();
+    const auto left = deadline.remaining();
     if (left.count() <= 0) return false;
     pollfd wait{fd_.get(), POLLIN, 0};
     ::poll(&wait, 1, static_cast<int>(std::min<std::int64_t>(left.count(), 1 << 30)));
