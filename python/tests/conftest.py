@@ -14,6 +14,7 @@ same order (tools/run-pytest.sh); collectives inside a test pair up across ranks
 from __future__ import annotations
 
 import faulthandler
+import os
 from typing import Iterator
 
 import numpy as np
@@ -48,17 +49,31 @@ def outcome_group(distributed: None) -> Iterator[gc.GroupCoordinator]:
     group.destroy()
 
 
+# Where a rank past its deadline writes its stacks, and every rank its failures at once: not fd 2,
+# which pytest captures during a test (a dump there is lost with the capture when the process
+# exits); run_rank.py passes the rank's log file.
+_STACKS_FD = int(os.environ.get("GROUPCOORD_TEST_STACKS_FD", "-1"))
+
+
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Iterator[None]:
     outcome = yield
     report = outcome.get_result()
     if report.when == "call":
         item.gc_failed = report.failed  # type: ignore[attr-defined]
+    if report.failed and _STACKS_FD >= 0:
+        # Now, not in pytest's summary: a rank that then hangs in a collective the others left is
+        # killed before any summary is printed.
+        text = f"\n[failed] {item.nodeid} ({report.when})\n{report.longreprtext}\n"
+        os.write(_STACKS_FD, text.encode(errors="replace"))
 
 
 @pytest.fixture(autouse=True)
 def agree_on_outcome(request: pytest.FixtureRequest, outcome_group: gc.GroupCoordinator):
-    faulthandler.dump_traceback_later(2 * GROUP_TIMEOUT, exit=True)
+    if _STACKS_FD >= 0:
+        faulthandler.dump_traceback_later(2 * GROUP_TIMEOUT, exit=True, file=_STACKS_FD)
+    else:
+        faulthandler.dump_traceback_later(2 * GROUP_TIMEOUT, exit=True)
     yield
     faulthandler.cancel_dump_traceback_later()
     failed = bool(getattr(request.node, "gc_failed", False))

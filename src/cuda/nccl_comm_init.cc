@@ -2,10 +2,14 @@
 // within a deadline (a polled non-blocking parent, split into the blocking communicator).
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <stdexcept>
+#include <string>
 #include <vector>
 
+#include "bootstrap/env_parse.h"
 #include "cuda/cuda_check.h"
 #include "cuda/device_guard.h"
 #include "cuda/nccl_comm.h"
@@ -20,7 +24,21 @@ namespace {
 
 // Operations a communicator tracks at once before a caller waits for the oldest: far more than
 // an engine step issues, few enough that the slots' events cost nothing noticeable.
+// GROUPCOORD_NCCL_MAX_IN_FLIGHT overrides it (docs/cuda.md, "The hot path").
 constexpr std::size_t kInFlightCapacity = 4096;
+constexpr const char* kInFlightEnv = "GROUPCOORD_NCCL_MAX_IN_FLIGHT";
+
+std::size_t in_flight_capacity() {
+  const char* text = std::getenv(kInFlightEnv);
+  if (text == nullptr || *text == '\0') return kInFlightCapacity;
+  const int value = bootstrap_detail::parse_non_negative_int(text, kInFlightEnv);
+  if (value < 128 || value > (1 << 20)) {
+    throw std::invalid_argument(std::string(kInFlightEnv) + "=" + text +
+                                ": the operations tracked per NCCL communicator must be between "
+                                "128 and 1048576");
+  }
+  return static_cast<std::size_t>(value);
+}
 
 // What rank 0 broadcasts: whether it made an id, and the id.
 struct IdMessage {
@@ -47,7 +65,7 @@ NcclComm::NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Devi
       rank_(group_->rank()),
       size_(group_->size()),
       timeout_(group_->timeout()),
-      in_flight_(kInFlightCapacity) {}
+      in_flight_(in_flight_capacity()) {}
 
 std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, Device device,
                                            std::string name) {
