@@ -66,15 +66,18 @@ void bind_symmetric_memory(py::module_& module, GroupClass& cls) {
            const std::string label = g->label();
            const Shape shape = shape_from_python(size, label);
            const DType type = dtype_from_python(dtype, (label + ".symmetric_empty").c_str());
-           const ArrayLibrary* library =
-               is_torch_dtype(dtype) ? &library_by_name("torch") : optional_library(array_library);
-           const StreamHandle s = resolve_stream(stream, library, c.device());
+           // The result's library decides the stream too (as recv).
+           const ArrayLibrary& library =
+               is_torch_dtype(dtype)
+                   ? library_by_name("torch")
+                   : library_or_default(optional_library(array_library), c.device());
+           const StreamHandle s = resolve_stream(stream, &library, c.device());
            Tensor out = call_blocking(BlockingKind::Wait, [g, shape, type, s] {
              GroupCoordinator& group = g->get();
              return with_stream(group.device(), s,
                                 [&] { return group.symmetric_empty(shape, type); });
            });
-           return export_tensor(out, library_or_default(library, out.device()), s);
+           return export_tensor(out, library, s);
          },
          "size"_a, "dtype"_a, py::kw_only(), "stream"_a = py::none(),
          "array_library"_a = py::none(), R"doc(

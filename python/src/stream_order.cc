@@ -67,8 +67,14 @@ void order_streams(Device device, std::uintptr_t producer, std::uintptr_t consum
   }
   check_cuda(cudaEventRecord(event, reinterpret_cast<cudaStream_t>(producer)), "cudaEventRecord",
              device);
-  check_cuda(cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), event, 0),
-             "cudaStreamWaitEvent", device);
+  const cudaError_t waited = cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), event, 0);
+  if (waited != cudaSuccess) {
+    // Usually a capture on one side only: say which streams, so that the caller can find them.
+    GC_THROW(DistributedError, "ordering two CUDA streams on ", device.str(), ": stream 0x",
+             std::hex, consumer, " waiting for work of stream 0x", producer, std::dec,
+             " failed: ", cudaGetErrorString(waited),
+             " (a result made on one stream and handed to a consumer capturing another?)");
+  }
 }
 
 #else

@@ -315,15 +315,18 @@ pybind11::object op_recv(const OpTarget<T>& g, Device device, pybind11::handle s
   const std::string what = g.label + ".recv";
   const Shape shape = shape_from_python(size, g.label);
   const DType type = dtype_from_python(dtype, what.c_str());
-  const ArrayLibrary* library =
-      is_torch_dtype(dtype) ? &library_by_name("torch") : optional_library(array_library);
-  const StreamHandle s = resolve_stream(stream, library, device);
+  // The library of the result decides the stream too: the receive runs on that library's current
+  // stream (a cupy capture stream, say), so that handing the result over orders nothing.
+  const ArrayLibrary& library = is_torch_dtype(dtype)
+                                    ? library_by_name("torch")
+                                    : library_or_default(optional_library(array_library), device);
+  const StreamHandle s = resolve_stream(stream, &library, device);
   const BlockingKind kind = device.is_cuda() ? BlockingKind::Enqueue : BlockingKind::Wait;
   Tensor out = call_blocking(
       kind, [t = g.target, keep = g.keep, shape, type, s, device, r = optional_rank(src)] {
         return with_stream(device, s, [&] { return t->recv(shape, type, r); });
       });
-  return export_tensor(out, library_or_default(library, out.device()), s);
+  return export_tensor(out, library, s);
 }
 
 }  // namespace python
