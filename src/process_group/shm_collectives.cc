@@ -359,16 +359,19 @@ class ShmCollectives::SlotReducer {
         fn_(narrow_ ? ReduceFunction() : reduce_function(dtype, op)),
         parts_(static_cast<std::size_t>(owner.size_)) {}
 
-  /// dst[0, n) = reduction over ranks r of slot(bank, r)[from, from + n) (elements).
-  void operator()(void* dst, int bank, std::size_t from, std::size_t n) {
+  /// dst[0, n) = reduction over ranks r of slot(bank, r)[from, from + n) (elements). With `own`,
+  /// this rank's elements are read from there instead of its slot (`own` must not overlap dst
+  /// unless it is dst itself on rank 0 or 1, which the pairwise kernels allow).
+  void operator()(void* dst, int bank, std::size_t from, std::size_t n,
+                  const std::uint8_t* own = nullptr) {
     const std::size_t skip = from * element_;
-    if (narrow_) {
-      for (int r = 0; r < owner_.size_; ++r) parts_[r] = owner_.slot(bank, r) + skip;
-      return narrow_(dst, parts_, n);
+    for (int r = 0; r < owner_.size_; ++r) {
+      parts_[r] = own != nullptr && r == owner_.rank_ ? own : owner_.slot(bank, r) + skip;
     }
+    if (narrow_) return narrow_(dst, parts_, n);
     // The first pair straight into dst (one pass fewer than copying slot 0 first).
-    fn_(dst, owner_.slot(bank, 0) + skip, owner_.slot(bank, 1) + skip, n);
-    for (int r = 2; r < owner_.size_; ++r) fn_(dst, dst, owner_.slot(bank, r) + skip, n);
+    fn_(dst, parts_[0], parts_[1], n);
+    for (int r = 2; r < owner_.size_; ++r) fn_(dst, dst, parts_[r], n);
   }
 
   std::size_t element() const { return element_; }
@@ -389,31 +392,54 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
   const std::size_t per_step = kChunkBytes / element;
   const auto* input = static_cast<const std::uint8_t*>(in);
   auto* output = static_cast<std::uint8_t*>(out);
+  // Out of place, the split reduction reads this rank's part from the input itself (in place it
+  // could be overwritten before a rank >= 2 reads it, so it goes through the slot as the rest).
+  const std::size_t total = count * element;
+  const bool apart = input + total <= output || output + total <= input;
   for (std::size_t first = 0; first < count; first += per_step) {
     const std::size_t n = std::min(per_step, count - first);
+    const std::uint8_t* chunk = input + first * element;
     std::uint8_t* result = output + first * element;
-    const int bank = begin_step("all_reduce");
-    std::memcpy(slot(bank, rank_), input + first * element, n * element);
-    finish_step("all_reduce");
-    if (n * element < kSplitReductionBytes) {
-      reduce(result, bank, 0, n);  // one-shot: every rank reduces the whole chunk
-      continue;
-    }
-    // Large chunk: rank r reduces only part r into its slot of the other bank, then everyone
-    // copies every part: each rank reads the chunk once from every rank instead of reducing
-    // all of it, at the cost of one more step.
     const std::size_t per_part = (n + size_ - 1) / size_;
     auto part = [&](int r) {
       const std::size_t from = std::min(n, r * per_part);
       return std::make_pair(from, std::min(n, from + per_part) - from);
     };
+    const bool split = n * element >= kSplitReductionBytes;
+    const int bank = begin_step("all_reduce");
+    if (split && apart) {
+      // Only the parts the other ranks reduce: (size - 1) / size of the chunk.
+      for (int r = 0; r < size_; ++r) {
+        const auto [r_from, r_length] = part(r);
+        if (r != rank_ && r_length > 0) {
+          std::memcpy(slot(bank, rank_) + r_from * element, chunk + r_from * element,
+                      r_length * element);
+        }
+      }
+    } else {
+      std::memcpy(slot(bank, rank_), chunk, n * element);
+    }
+    finish_step("all_reduce");
+    if (!split) {
+      reduce(result, bank, 0, n);  // one-shot: every rank reduces the whole chunk
+      continue;
+    }
+    // Large chunk: rank r reduces only part r, into its result and its slot of the other bank,
+    // then copies the other parts from the other ranks' slots: each rank reads the chunk once
+    // from every rank instead of reducing all of it, at the cost of one more step.
     const int other = begin_step("all_reduce");
     const auto [from, length] = part(rank_);
-    if (length > 0) reduce(slot(other, rank_), bank, from, length);
+    if (length > 0) {
+      std::uint8_t* mine = result + from * element;
+      reduce(mine, bank, from, length, apart ? chunk + from * element : nullptr);
+      std::memcpy(slot(other, rank_), mine, length * element);  // still in cache
+    }
     finish_step("all_reduce");
     for (int r = 0; r < size_; ++r) {
       const auto [r_from, r_length] = part(r);
-      if (r_length > 0) std::memcpy(result + r_from * element, slot(other, r), r_length * element);
+      if (r != rank_ && r_length > 0) {
+        std::memcpy(result + r_from * element, slot(other, r), r_length * element);
+      }
     }
   }
 }

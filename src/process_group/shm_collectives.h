@@ -13,8 +13,10 @@
 // a reader waits for the root only, so chunks and back-to-back calls pipeline.
 //
 // all_reduce of a small chunk takes one step (every rank reduces all of it); from
-// kSplitReductionBytes on it takes two: rank r reduces part r of the chunk into its slot of the
-// next step's bank, and every rank copies the parts out. Every reduction runs in rank order
+// kSplitReductionBytes on it takes two: rank r reduces part r of the chunk into its result and
+// its slot of the next step's bank, and copies the other parts out of the other ranks' slots.
+// Out of place, a rank copies into its slot only the parts the others reduce and reads its own
+// part from its input (for 2 ranks, half the copy-in). Every reduction runs in rank order
 // (slot 0, then 1, ...), so every rank of the group gets bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
 // uses the group's pairwise kernels (reduce_functions.h).
 //

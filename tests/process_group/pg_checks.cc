@@ -339,6 +339,17 @@ void check_all_collectives_small(ProcessGroup& pg) {
   check_barrier(pg);
 }
 
+void check_all_reduce_multi_chunk(ProcessGroup& pg) {
+  // 1.2 MB of float32: four 256 KiB chunks and a partial one, parts not a multiple of the ranks.
+  constexpr std::size_t kCount = 300001;
+  for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64}) {
+    for (ReduceOp op : {ReduceOp::Sum, ReduceOp::Max}) {
+      check_all_reduce(pg, dtype, op, kCount, /*out_of_place=*/true);
+      check_all_reduce(pg, dtype, op, kCount, /*out_of_place=*/false);
+    }
+  }
+}
+
 void check_collectives_64mib(ProcessGroup& pg) {
   constexpr std::size_t kBytes = std::size_t{64} << 20;
   const DType dtype = DType::Float32;

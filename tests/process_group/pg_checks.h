@@ -50,6 +50,9 @@ void check_barrier(ProcessGroup& pg);
 void check_all_collectives_small(ProcessGroup& pg);
 /// 64 MiB all_reduce (float32), broadcast, all_gather and reduce_scatter.
 void check_collectives_64mib(ProcessGroup& pg);
+/// all_reduce of several chunks with a partial last one (the split reduction of the shared-memory
+/// path, in and out of place), on float32, bfloat16 (accumulated in float) and int64.
+void check_all_reduce_multi_chunk(ProcessGroup& pg);
 
 /// Blocking send/recv between neighbours of `nbytes` (0 allowed).
 void check_send_recv(ProcessGroup& pg, std::size_t nbytes);

@@ -24,6 +24,8 @@ TEST_F(ProcessGroupTest, CollectivesOnEveryDType) { check_all_collectives_small(
 
 TEST_F(ProcessGroupTest, Collectives64MiB) { check_collectives_64mib(*world()); }
 
+TEST_F(ProcessGroupTest, AllReduceOfSeveralChunks) { check_all_reduce_multi_chunk(*world()); }
+
 TEST_F(ProcessGroupTest, Barrier) {
   for (int i = 0; i < 5; ++i) check_barrier(*world());
 }

@@ -39,6 +39,8 @@ TEST_P(ProcessGroupThreads, CollectivesOnEveryDType) { run(check_all_collectives
 
 TEST_P(ProcessGroupThreads, Collectives64MiB) { run(check_collectives_64mib); }
 
+TEST_P(ProcessGroupThreads, AllReduceOfSeveralChunks) { run(check_all_reduce_multi_chunk); }
+
 TEST_P(ProcessGroupThreads, PointToPoint) {
   run([](ProcessGroup& pg) {
     for (std::size_t nbytes : {0, 1, 1023, 1 << 20}) check_send_recv(pg, nbytes);
