@@ -37,6 +37,11 @@ std::chrono::milliseconds Deadline::remaining() const {
   return std::max(timeout_ - elapsed(), std::chrono::milliseconds(0));
 }
 
+std::chrono::nanoseconds Deadline::remaining_precise() const {
+  const auto left = start_ + timeout_ - std::chrono::steady_clock::now();
+  return std::max<std::chrono::nanoseconds>(left, std::chrono::nanoseconds::zero());
+}
+
 void Backoff::pause() {
   if (steps_ < kSpins) {
     if (steps_++ == 0) sleeps_ = 0;

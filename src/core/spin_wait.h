@@ -22,6 +22,8 @@ class Deadline {
   std::chrono::milliseconds elapsed() const;
   /// Time left before it expires (zero once expired).
   std::chrono::milliseconds remaining() const;
+  /// The same, to the nanosecond (for sleeps that must end at the deadline, not a little before).
+  std::chrono::nanoseconds remaining_precise() const;
   /// The timeout this deadline was created with (for error messages).
   std::chrono::milliseconds timeout() const { return timeout_; }
 

@@ -11,15 +11,16 @@
 #include <sstream>
 #include <vector>
 
+#include "core/cross_memory.h"
+#include "core/shared_memory.h"
+#include "core/spin_wait.h"
+#include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/half.h"
 #include "groupcoord/logging.h"
 #include "process_group/group_health.h"
 #include "process_group/reduce_functions.h"
-#include "core/cross_memory.h"
-#include "core/shared_memory.h"
-#include "core/spin_wait.h"
 
 namespace groupcoord {
 
@@ -48,7 +49,8 @@ struct BufferAddress {
 // Room for the segment's name in the set-up broadcast.
 constexpr std::size_t kNameBytes = 96;
 
-std::size_t header_bytes(int size) { return static_cast<std::size_t>(size) * kLine; }
+// The rank lines, then the wake word every waiting rank sleeps on (core/wake_word.h).
+std::size_t header_bytes(int size) { return static_cast<std::size_t>(size + 1) * kLine; }
 
 // out[i] = sum over parts of parts[p][i], accumulated in float and rounded once (fp16, bf16,
 // fp8): the same result on every rank, and closer to the exact sum than rounding per pair.
@@ -57,7 +59,8 @@ void sum_through_float(void* out, const std::vector<const void*>& parts, std::si
   auto* o = static_cast<Bits*>(out);
   for (std::size_t i = 0; i < n; ++i) {
     float acc = ToFloat(static_cast<const Bits*>(parts[0])[i]);
-    for (std::size_t p = 1; p < parts.size(); ++p) acc += ToFloat(static_cast<const Bits*>(parts[p])[i]);
+    for (std::size_t p = 1; p < parts.size(); ++p)
+      acc += ToFloat(static_cast<const Bits*>(parts[p])[i]);
     o[i] = FromFloat(acc);
   }
 }
@@ -133,9 +136,9 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
   if (segment) segment->unlink();
   if (!everyone) return nullptr;
   // Single copy for large messages: every rank must be able to read the next one's memory.
-  const auto* next = reinterpret_cast<const RankLine*>(
-      static_cast<const std::uint8_t*>(segment->data()) +
-      static_cast<std::size_t>((rank + 1) % size) * kLine);
+  const auto* next =
+      reinterpret_cast<const RankLine*>(static_cast<const std::uint8_t*>(segment->data()) +
+                                        static_cast<std::size_t>((rank + 1) % size) * kLine);
   std::uint64_t probe = 0;
   const bool readable =
       switched_on("GROUPCOORD_CPU_SINGLE_COPY") &&
@@ -145,8 +148,8 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
   const bool single_copy = channel.all_reduce_min(readable ? 1 : 0) == 1;
   GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name,
          single_copy ? ", single copy for large messages)" : ")");
-  return std::unique_ptr<ShmCollectives>(new ShmCollectives(
-      rank, size, std::move(health), timeout, std::move(segment), single_copy));
+  return std::unique_ptr<ShmCollectives>(
+      new ShmCollectives(rank, size, std::move(health), timeout, std::move(segment), single_copy));
 }
 
 ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
@@ -187,6 +190,12 @@ void ShmCollectives::publish_step() {
   auto* counter = reinterpret_cast<Counter*>(static_cast<std::uint8_t*>(segment_->data()) +
                                              static_cast<std::size_t>(rank_) * kLine);
   counter->store(++step_, std::memory_order_release);
+  shm::notify_waiters(wake_word());
+}
+
+shm::WakeWord& ShmCollectives::wake_word() const {
+  return *reinterpret_cast<shm::WakeWord*>(static_cast<std::uint8_t*>(segment_->data()) +
+                                           static_cast<std::size_t>(size_) * kLine);
 }
 
 void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
@@ -200,28 +209,25 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
     }
     return true;
   };
-  if (there()) return;  // the common case on a quiet machine: no clock, no backoff
+  if (there()) return;  // the common case on a quiet machine: no clock, no system call
   const shm::Deadline deadline(timeout_);
-  shm::Backoff backoff;
-  while (!there()) {
-    if (health_->is_destroyed() || health_->is_broken() || deadline.expired()) {
-      if (there()) return;
-      std::ostringstream missing;
-      for (int r = 0; r < size_; ++r) {
-        if ((only == kEveryRank || r == only) && behind(r)) missing << " " << r;
-      }
-      if (health_->is_destroyed() || health_->is_broken()) {
-        health_->check_usable(op);  // throws DistributedError with the recorded reason
-      }
-      const std::string reason = std::string(op) + ": rank(s)" + missing.str() +
-                                 " did not arrive within the group's timeout of " +
-                                 std::to_string(timeout_.count()) +
-                                 " ms (shared-memory step " + std::to_string(step) + ")";
-      health_->mark_broken(reason);
-      GC_THROW(TimeoutError, health_->label(), ": ", reason);
-    }
-    backoff.pause();
+  auto ready = [&] {
+    if (there()) return true;
+    // Destroyed or broken by another thread (an abort, a failure elsewhere): say why.
+    if (health_->is_destroyed() || health_->is_broken()) health_->check_usable(op);
+    return false;
+  };
+  if (shm::wait_on(wake_word(), ready, deadline)) return;
+  std::ostringstream missing;
+  for (int r = 0; r < size_; ++r) {
+    if ((only == kEveryRank || r == only) && behind(r)) missing << " " << r;
   }
+  const std::string reason = std::string(op) + ": rank(s)" + missing.str() +
+                             " did not arrive within the group's timeout of " +
+                             std::to_string(timeout_.count()) + " ms (shared-memory step " +
+                             std::to_string(step) + ")";
+  health_->mark_broken(reason);
+  GC_THROW(TimeoutError, health_->label(), ": ", reason);
 }
 
 void ShmCollectives::barrier() {
@@ -271,8 +277,8 @@ void ShmCollectives::read_from(int r, int bank, std::size_t offset, void* dst, s
   std::memcpy(&address, slot(bank, r), sizeof(address));
   GC_ASSERT(offset + bytes <= address.bytes, health_->label(), ": ", op, ": rank ", r,
             " published ", address.bytes, " bytes, ", offset + bytes, " wanted");
-  const auto* line = reinterpret_cast<const RankLine*>(static_cast<std::uint8_t*>(segment_->data()) +
-                                                       static_cast<std::size_t>(r) * kLine);
+  const auto* line = reinterpret_cast<const RankLine*>(
+      static_cast<std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
   if (!shm::read_peer_memory(static_cast<pid_t>(line->pid),
                              reinterpret_cast<const void*>(address.address + offset), dst, bytes)) {
     const std::string reason = std::string(op) + ": reading rank " + std::to_string(r) +
@@ -287,8 +293,7 @@ void ShmCollectives::all_gather(const void* in, void* out, std::size_t bytes) {
   gather_to("all_gather", in, out, bytes, kEveryRank);
 }
 
-void ShmCollectives::all_gatherv(const void* in, void* out,
-                                 const std::vector<std::size_t>& bytes) {
+void ShmCollectives::all_gatherv(const void* in, void* out, const std::vector<std::size_t>& bytes) {
   const auto* mine = static_cast<const std::uint8_t*>(in);
   auto* gathered = static_cast<std::uint8_t*>(out);
   std::vector<std::size_t> place(size_, 0);
@@ -303,7 +308,8 @@ void ShmCollectives::all_gatherv(const void* in, void* out,
     if (const std::size_t n = piece(rank_)) std::memcpy(slot(bank, rank_), mine + offset, n);
     finish_step("all_gatherv");
     for (int r = 0; r < size_; ++r) {
-      if (const std::size_t n = piece(r)) std::memcpy(gathered + place[r] + offset, slot(bank, r), n);
+      if (const std::size_t n = piece(r))
+        std::memcpy(gathered + place[r] + offset, slot(bank, r), n);
     }
   }
 }

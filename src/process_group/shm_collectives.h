@@ -17,8 +17,9 @@
 // its slot of the next step's bank, and copies the other parts out of the other ranks' slots.
 // Out of place, a rank copies into its slot only the parts the others reduce and reads its own
 // part from its input (for 2 ranks, half the copy-in). Every reduction runs in rank order
-// (slot 0, then 1, ...), so every rank of the group gets bit-identical results: sums of fp16, bf16 and fp8 accumulate in float and round once, the rest
-// uses the group's pairwise kernels (reduce_functions.h).
+// (slot 0, then 1, ...), so every rank of the group gets bit-identical results: sums of fp16, bf16
+// and fp8 accumulate in float and round once, the rest uses the group's pairwise kernels
+// (reduce_functions.h).
 //
 // broadcast, all_gather and gather of kSingleCopyBytes (per rank) and more skip the slots when
 // every rank can read the others' memory (core/cross_memory.h, probed at set-up): each rank
@@ -31,10 +32,11 @@
 // unlinks the name; so nothing is left in /dev/shm once set-up returns, even after a crash. Ranks
 // on other nodes cannot map it, and then the group keeps using Gloo.
 //
-// Waits spin, then yield, then sleep (core/spin_wait.h), so oversubscribed runs progress, and
-// end at the group's timeout: a peer that never arrives (dead, or not calling the collective)
-// makes the others throw TimeoutError naming the group, the op and the missing ranks, and the
-// group is marked broken.
+// Waits spin briefly, then sleep on a futex in the segment until a rank publishes a step
+// (core/wake_word.h): they wake within microseconds after any pause, cost no CPU while idle, let
+// oversubscribed runs progress, and end at the group's timeout: a peer that never arrives (dead, or
+// not calling the collective) makes the others throw TimeoutError naming the group, the op and the
+// missing ranks, and the group is marked broken.
 #pragma once
 
 #include <chrono>
@@ -54,6 +56,7 @@ class GroupHealth;
 
 namespace shm {
 class SharedMemory;
+struct WakeWord;
 }  // namespace shm
 
 /// The shared-memory collectives of one group (see the file comment).
@@ -122,6 +125,8 @@ class ShmCollectives {
   static constexpr int kEveryRank = -1;
   /// all_gather (root kEveryRank) or gather to `root`; `op` names it in errors.
   void gather_to(const char* op, const void* in, void* out, std::size_t bytes, int root);
+  /// The word waiting ranks sleep on; every publish rings it.
+  shm::WakeWord& wake_word() const;
   /// Rank r's slot of `bank`.
   std::uint8_t* slot(int bank, int r) const;
   /// Starts the next step: returns its bank, which this rank may now write (it waits, if needed,
@@ -139,8 +144,7 @@ class ShmCollectives {
   void publish_address(int bank, const void* data, std::size_t bytes);
   /// Single copy: reads `bytes` at `offset` of the buffer rank `r` published in `bank` into
   /// `dst`; DistributedError (the group marked broken) when the kernel refuses or `r` is gone.
-  void read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes,
-                 const char* op);
+  void read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes, const char* op);
 
   int rank_;
   int size_;

@@ -6,13 +6,13 @@
 #include <algorithm>
 #include <cstring>
 
+#include "core/spin_wait.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
 #include "shm/chunk_frame.h"
 #include "shm/message_queue_impl.h"
 #include "shm/process_liveness.h"
-#include "core/spin_wait.h"
 
 namespace groupcoord {
 
@@ -127,9 +127,11 @@ MessageQueue::~MessageQueue() {
     const auto state = q.broken ? shm::WriterState::kBroken : shm::WriterState::kClosed;
     q.ring->header().writer_state.value.store(static_cast<std::uint32_t>(state),
                                               std::memory_order_release);
+    shm::notify_waiters(q.ring->header().data_ready);  // sleeping readers see it now
   } else {
     q.ring->reader_state(q.reader_index)
         .store(as_word(shm::ReaderState::kClosed), std::memory_order_release);
+    shm::notify_waiters(q.ring->header().space_free);  // as the writer waiting for this reader
   }
 }
 
@@ -235,6 +237,7 @@ void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline&
         q.broken = true;
         q.ring->header().writer_state.value.store(
             static_cast<std::uint32_t>(shm::WriterState::kBroken), std::memory_order_release);
+        shm::notify_waiters(q.ring->header().data_ready);
       }
       throw;
     }

@@ -14,7 +14,7 @@ namespace shm {
 namespace {
 
 constexpr std::uint64_t kMagic = 0x474e4952514d4347ULL;  // "GCMQRING" little-endian
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;  // 2: the wake words
 constexpr std::size_t kAlign = 64;
 
 /// a + b, throwing instead of wrapping.

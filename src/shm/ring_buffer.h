@@ -24,6 +24,7 @@
 #include <string>
 
 #include "core/shared_memory.h"
+#include "core/wake_word.h"
 
 namespace groupcoord {
 namespace shm {
@@ -63,6 +64,10 @@ struct alignas(64) RingHeader {
   std::int32_t writer_pid;      ///< for readers to notice a dead writer
   PaddedFlag writer_state;      ///< a WriterState
   PaddedFlag writer_ready;      ///< 1 once the writer finished wait_until_ready()
+  /// Rung by the writer after it publishes a chunk or changes writer_state: readers sleep on it.
+  WakeWord data_ready;
+  /// Rung by a reader after it marks a chunk read or changes its state: the writer sleeps on it.
+  WakeWord space_free;
 };
 
 /// What a reader tells the writer about itself, on its own cache line.

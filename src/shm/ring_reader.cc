@@ -58,7 +58,7 @@ const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op
     GC_LOG(Info, label_, ": ", op, " has waited ", waited.count(), " ms for the writer (",
            writer_name_, ") to write chunk ", current_);
   };
-  if (!spin_until(ready, deadline, note)) {
+  if (!wait_on(ring_.header().data_ready, ready, deadline, note)) {
     GC_THROW(TimeoutError, label_, ": ", op, " timed out after ", deadline.timeout().count(),
              " ms waiting for the writer (", writer_name_, ") to write chunk ", current_);
   }
@@ -67,6 +67,7 @@ const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op
 
 void RingReader::release() {
   ring_.read(current_, reader_).store(1, std::memory_order_release);
+  notify_waiters(ring_.header().space_free);
   current_ = (current_ + 1) % ring_.max_chunks();
 }
 

@@ -55,7 +55,7 @@ void RingWriter::wait_free(std::size_t count, const Deadline& deadline, const ch
              " ms for the readers to free chunk ", chunk,
              " (a reader may be hanging or busy with long work)");
     };
-    if (!spin_until(ready, deadline, warn)) fail_wait(chunk, deadline, op);
+    if (!wait_on(ring_.header().space_free, ready, deadline, warn)) fail_wait(chunk, deadline, op);
   }
 }
 
@@ -106,6 +106,7 @@ void RingWriter::publish() {
     ring_.read(current_, r).store(remote_[r] ? 1 : 0, std::memory_order_release);
   }
   ring_.written(current_).store(1, std::memory_order_release);
+  notify_waiters(ring_.header().data_ready);
   current_ = index(1);
 }
 

@@ -1,0 +1,339 @@
+// One-way latency of broadcast_object when the writer pauses between messages, as an engine's
+// scheduler does between steps, through the shared-memory message queue and through the CPU group
+// (shared memory, and Gloo), side by side in the same processes and run; what an idle reader
+// costs; and the CPU group's all_reduce after a pause (docs/benchmarks/paced_waits.md).
+//
+//   mpirun -np 2 build/benchmarks/bench_paced_broadcast            # 1 writer, 1 reader
+//   mpirun --oversubscribe -np 4 build/benchmarks/bench_paced_broadcast   # 1 writer, 3 readers
+//       [--messages N] [--sizes 1K,64K] [--pauses-us 0,50,200,1000,2000,5000,20000]
+//       [--idle-s S] [--json PATH]
+//
+// Paths (all over the whole world, gloo backend, no device communicator):
+//   mq    GroupCoordinator(..., use_message_queue_broadcaster=true): the queue
+//   shm   a GroupCoordinator without it: broadcast_object over the CPU group, shared memory
+//   gloo  the same made with GROUPCOORD_CPU_SHM=0: the CPU group on Gloo's TCP
+// For each size and pause, each path in turn sends --messages messages from rank 0: rank 0 sleeps
+// the pause, stamps the message with the steady clock (CLOCK_MONOTONIC, one clock for every
+// process of the machine) and broadcasts it; a reader's latency is its receive time minus the
+// stamp. p50 and p99 are over the messages of every reader; the row shows the slowest reader's.
+// The floor: a raw futex wake-up between two threads of rank 0 after each pause (what any
+// sleeping wait pays on this machine). Idle: every reader waits --idle-s seconds for one message
+// and reports the CPU time its waiting thread used (getrusage(RUSAGE_THREAD)) as a share of a core;
+// the same readers then spin on sched_yield for as long, the reference. all_reduce after a pause:
+// rank 0 sleeps the pause and calls all_reduce (4 B, 1 KiB float32) over a CPU group on shared
+// memory, whose other ranks are already waiting in it: rank 0's call time is how fast the sleepers
+// wake and answer.
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "groupcoord/groupcoord.h"
+#include "groupcoord/parallel_state.h"
+
+namespace gc = groupcoord;
+
+namespace {
+
+struct Options {
+  int messages = 200;
+  std::vector<std::size_t> sizes = {1024, 64 * 1024};
+  std::vector<long> pauses_us = {0, 50, 200, 1000, 2000, 5000, 20000};
+  double idle_s = 3;
+  std::string json;
+};
+
+std::vector<std::string> split(const std::string& text) {
+  std::vector<std::string> parts;
+  std::stringstream in(text);
+  for (std::string part; std::getline(in, part, ',');) parts.push_back(part);
+  return parts;
+}
+
+std::size_t parse_size(const std::string& text) {
+  const char unit = text.empty() ? '\0' : text.back();
+  const std::size_t scale = unit == 'K' ? 1024 : unit == 'M' ? 1024 * 1024 : 1;
+  return static_cast<std::size_t>(std::stoul(scale == 1 ? text : text.substr(0, text.size() - 1))) *
+         scale;
+}
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string a = argv[i];
+    if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
+    const std::string v = argv[++i];
+    if (a == "--messages")
+      o.messages = std::stoi(v);
+    else if (a == "--sizes") {
+      o.sizes.clear();
+      for (const auto& s : split(v)) o.sizes.push_back(parse_size(s));
+    } else if (a == "--pauses-us") {
+      o.pauses_us.clear();
+      for (const auto& s : split(v)) o.pauses_us.push_back(std::stol(s));
+    } else if (a == "--idle-s")
+      o.idle_s = std::stod(v);
+    else if (a == "--json")
+      o.json = v;
+    else
+      throw std::invalid_argument("unknown argument " + a);
+  }
+  return o;
+}
+
+std::int64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+double thread_cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_utime.tv_sec + usage.ru_stime.tv_sec +
+         (usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) * 1e-6;
+}
+
+double percentile(std::vector<double> values, double p) {
+  if (values.empty()) return 0;
+  std::sort(values.begin(), values.end());
+  const auto index = static_cast<std::size_t>(p * static_cast<double>(values.size() - 1) + 0.5);
+  return values[std::min(index, values.size() - 1)];
+}
+
+/// The largest value of every rank (rank 0 gets it; a world all_gather over `control`).
+std::vector<double> max_over_ranks(gc::GroupCoordinator& control, const std::vector<double>& mine) {
+  gc::Tensor t = gc::Tensor::empty({static_cast<std::int64_t>(mine.size())}, gc::DType::Float64);
+  std::copy(mine.begin(), mine.end(), t.data_ptr<double>());
+  const gc::Tensor all = control.all_gather(t, 0);
+  std::vector<double> out(mine.size(), 0);
+  const double* p = all.data_ptr<double>();
+  for (int r = 0; r < control.world_size(); ++r) {
+    for (std::size_t i = 0; i < mine.size(); ++i) out[i] = std::max(out[i], p[r * mine.size() + i]);
+  }
+  return out;
+}
+
+/// p50 and p99 (µs) of one reader's latencies for `messages` messages on `path`; the writer's
+/// own figures are zeros.
+std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, long pause_us,
+                              int messages) {
+  const bool writer = path.rank_in_group() == 0;
+  std::vector<double> latencies;
+  gc::Bytes payload(std::max<std::size_t>(bytes, sizeof(std::int64_t)), 'x');
+  for (int m = 0; m < messages; ++m) {
+    if (writer) {
+      if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+      const std::int64_t stamp = now_ns();
+      std::memcpy(payload.data(), &stamp, sizeof(stamp));
+      path.broadcast_object(payload, 0);
+    } else {
+      const gc::Bytes got = path.broadcast_object(std::nullopt, 0);
+      const std::int64_t received = now_ns();
+      std::int64_t stamp = 0;
+      std::memcpy(&stamp, got.data(), sizeof(stamp));
+      latencies.push_back(static_cast<double>(received - stamp) / 1e3);
+    }
+  }
+  return {percentile(latencies, 0.5), percentile(latencies, 0.99)};
+}
+
+/// The floor under every sleeping wait: p50 (µs) of a raw futex wake-up between two threads of
+/// this process, the waker stamping the clock after sleeping `pause_us`, `messages` times.
+double raw_futex_wake_p50(long pause_us, int messages) {
+  std::atomic<std::uint32_t> word{0};
+  std::atomic<std::int64_t> stamp{0};
+  std::vector<double> latencies;
+  std::thread waiter([&] {
+    for (std::uint32_t m = 1; m <= static_cast<std::uint32_t>(messages); ++m) {
+      while (word.load(std::memory_order_acquire) < m) {
+        ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAIT_PRIVATE, m - 1,
+                  nullptr, nullptr, 0);
+      }
+      latencies.push_back(static_cast<double>(now_ns() - stamp.load()) / 1e3);
+    }
+  });
+  for (int m = 1; m <= messages; ++m) {
+    std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    stamp.store(now_ns());
+    word.store(static_cast<std::uint32_t>(m), std::memory_order_release);
+    ::syscall(SYS_futex, reinterpret_cast<std::uint32_t*>(&word), FUTEX_WAKE_PRIVATE, 1, nullptr,
+              nullptr, 0);
+  }
+  waiter.join();
+  return percentile(latencies, 0.5);
+}
+
+/// Share of a core the waiting thread of each reader used while waiting `seconds` for one
+/// message (mq path), then while spinning on sched_yield for as long.
+std::vector<double> idle_cost(gc::GroupCoordinator& mq, double seconds) {
+  const bool writer = mq.rank_in_group() == 0;
+  double waiting = 0, yielding = 0;
+  if (writer) {
+    std::this_thread::sleep_for(std::chrono::duration<double>(seconds));
+    mq.broadcast_object(gc::Bytes("wake up"), 0);
+  } else {
+    const double cpu0 = thread_cpu_seconds();
+    const auto t0 = std::chrono::steady_clock::now();
+    mq.broadcast_object(std::nullopt, 0);
+    const std::chrono::duration<double> wall = std::chrono::steady_clock::now() - t0;
+    waiting = (thread_cpu_seconds() - cpu0) / wall.count();
+    const double cpu1 = thread_cpu_seconds();
+    const auto t1 = std::chrono::steady_clock::now();
+    while (std::chrono::steady_clock::now() - t1 < std::chrono::duration<double>(seconds)) {
+      sched_yield();
+    }
+    const std::chrono::duration<double> spun = std::chrono::steady_clock::now() - t1;
+    yielding = (thread_cpu_seconds() - cpu1) / spun.count();
+  }
+  return {waiting, yielding};
+}
+
+/// Rank 0's time (µs, median of `calls`) for an all_reduce of `count` floats that it enters
+/// `pause_us` after the others.
+double all_reduce_after_pause(gc::GroupCoordinator& group, std::int64_t count, long pause_us,
+                              int calls) {
+  gc::Tensor x = gc::Tensor::empty({count}, gc::DType::Float32);
+  std::fill(x.data_ptr<float>(), x.data_ptr<float>() + count, 1.0f);
+  gc::Tensor out = gc::Tensor::empty({count}, gc::DType::Float32);
+  std::vector<double> times;
+  for (int c = 0; c < calls; ++c) {
+    if (group.rank_in_group() == 0 && pause_us > 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    }
+    const auto t0 = std::chrono::steady_clock::now();
+    group.all_reduce(x, out);
+    const std::chrono::duration<double, std::micro> took = std::chrono::steady_clock::now() - t0;
+    times.push_back(took.count());
+  }
+  return percentile(times, 0.5);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    const Options o = parse(argc, argv);
+    gc::init_distributed_environment(-1, -1, "env://", -1, "gloo");
+    const int n = gc::get_world_group().world_size();
+    std::vector<int> everyone(n);
+    for (int r = 0; r < n; ++r) everyone[r] = r;
+    const int local = gc::get_world_group().local_rank();
+    gc::GroupCoordinator mq({everyone}, local, "gloo", false, true, std::string("paced_mq"));
+    gc::GroupCoordinator shm({everyone}, local, "gloo", false, false, std::string("paced_shm"));
+    ::setenv("GROUPCOORD_CPU_SHM", "0", 1);  // read when a group is created
+    gc::GroupCoordinator gloo({everyone}, local, "gloo", false, false, std::string("paced_gloo"));
+    ::unsetenv("GROUPCOORD_CPU_SHM");
+    // Barriers and the figures' gather, outside the timed calls.
+    gc::GroupCoordinator control({everyone}, local, "gloo", true, false, std::string("control"));
+    const bool root = control.rank_in_group() == 0;
+    if (root) {
+      std::printf(
+          "# bench_paced_broadcast: 1 writer, %d reader(s), %u cores, %d messages per row; "
+          "queue via mq: %s\n",
+          n - 1, std::thread::hardware_concurrency(), o.messages,
+          mq.has_mq_broadcaster() ? "yes" : "NO (readers off-node?)");
+      std::printf("# one-way latency of broadcast_object (slowest reader), us\n");
+      std::printf("%8s %9s | %9s %9s | %9s %9s | %9s %9s | %8s %8s\n", "size", "pause_us", "mq p50",
+                  "mq p99", "shm p50", "shm p99", "gloo p50", "gloo p99", "gloo/mq", "shm/mq");
+    }
+    std::ostringstream json;
+    json << "{\"ranks\": " << n << ", \"paced\": [";
+    bool first = true;
+    std::vector<std::pair<const char*, gc::GroupCoordinator*>> paths = {
+        {"mq", &mq}, {"shm", &shm}, {"gloo", &gloo}};
+    for (std::size_t bytes : o.sizes) {
+      for (long pause : o.pauses_us) {
+        std::vector<double> row;
+        for (auto& [name, group] : paths) {
+          control.barrier();
+          paced_run(*group, bytes, pause, 3);  // warm-up
+          control.barrier();
+          for (double v : max_over_ranks(control, paced_run(*group, bytes, pause, o.messages))) {
+            row.push_back(v);
+          }
+        }
+        if (root) {
+          std::printf("%8zu %9ld | %9.1f %9.1f | %9.1f %9.1f | %9.1f %9.1f | %8.1f %8.1f\n", bytes,
+                      pause, row[0], row[1], row[2], row[3], row[4], row[5], row[4] / row[0],
+                      row[2] / row[0]);
+          std::fflush(stdout);
+        }
+        json << (first ? "" : ", ") << "{\"bytes\": " << bytes << ", \"pause_us\": " << pause
+             << ", \"mq_p50\": " << row[0] << ", \"mq_p99\": " << row[1]
+             << ", \"shm_p50\": " << row[2] << ", \"shm_p99\": " << row[3]
+             << ", \"gloo_p50\": " << row[4] << ", \"gloo_p99\": " << row[5] << "}";
+        first = false;
+      }
+    }
+    json << "]";
+    control.barrier();
+    if (root) {
+      std::printf("# floor: a raw futex wake-up between two threads after the pause, p50 us:");
+      json << ", \"raw_futex_p50\": {";
+      for (std::size_t i = 0; i < o.pauses_us.size(); ++i) {
+        if (o.pauses_us[i] == 0) continue;
+        const double p50 = raw_futex_wake_p50(o.pauses_us[i], std::min(o.messages, 100));
+        std::printf(" %ld: %.1f", o.pauses_us[i], p50);
+        json << (i > 1 ? ", " : "") << "\"" << o.pauses_us[i] << "\": " << p50;
+      }
+      json << "}";
+      std::printf("\n");
+    }
+    control.barrier();
+    const std::vector<double> idle = max_over_ranks(control, idle_cost(mq, o.idle_s));
+    if (root) {
+      std::printf(
+          "# idle reader, %.1f s waiting for one message: %.2f%% of a core (busiest "
+          "reader); sched_yield spin for as long: %.1f%%\n",
+          o.idle_s, idle[0] * 100, idle[1] * 100);
+    }
+    json << ", \"idle_share\": " << idle[0] << ", \"yield_spin_share\": " << idle[1];
+    if (root)
+      std::printf("# all_reduce (CPU group on shared memory), rank 0 entering after a pause, us\n");
+    json << ", \"all_reduce\": [";
+    first = true;
+    for (std::int64_t count : {std::int64_t{1}, std::int64_t{256}}) {
+      control.barrier();
+      const double back_to_back = all_reduce_after_pause(control, count, 0, 200);
+      control.barrier();
+      const double after_pause = all_reduce_after_pause(control, count, 2000, 100);
+      if (root) {
+        std::printf("%6lld B: back to back %.2f, after a 2 ms pause %.2f (limit 2x + 15 = %.2f)\n",
+                    static_cast<long long>(count * 4), back_to_back, after_pause,
+                    2 * back_to_back + 15);
+      }
+      json << (first ? "" : ", ") << "{\"bytes\": " << count * 4
+           << ", \"back_to_back_us\": " << back_to_back << ", \"after_2ms_us\": " << after_pause
+           << "}";
+      first = false;
+    }
+    json << "]}\n";
+    if (root && !o.json.empty()) std::ofstream(o.json) << json.str();
+    control.barrier();
+    control.destroy();
+    gloo.destroy();
+    shm.destroy();
+    mq.destroy();
+    gc::destroy_distributed_environment();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "bench_paced_broadcast: %s\n", e.what());
+    return 1;
+  }
+  return 0;
+}

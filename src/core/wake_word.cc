@@ -1,0 +1,102 @@
+#include "core/wake_word.h"
+
+#include <linux/futex.h>
+#include <sched.h>
+#include <sys/syscall.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <climits>
+
+namespace groupcoord {
+namespace shm {
+
+namespace {
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield" ::: "memory");
+#endif
+}
+
+std::uint32_t* futex_address(std::atomic<std::uint32_t>& word) {
+  // std::atomic<uint32_t> is lock-free and has the layout of a uint32_t (static_assert in the
+  // header): the kernel reads the same four bytes.
+  return reinterpret_cast<std::uint32_t*>(&word);
+}
+
+/// Sleeps while `word` still holds `expected`, at most `limit`. Spurious returns are fine: the
+/// caller re-checks its condition.
+void futex_sleep(std::atomic<std::uint32_t>& word, std::uint32_t expected,
+                 std::chrono::nanoseconds limit) {
+  if (limit <= std::chrono::nanoseconds::zero()) return;
+  timespec timeout{};
+  timeout.tv_sec = static_cast<time_t>(limit.count() / 1000000000);
+  timeout.tv_nsec = static_cast<long>(limit.count() % 1000000000);
+  ::syscall(SYS_futex, futex_address(word), FUTEX_WAIT, expected, &timeout, nullptr, 0);
+}
+
+/// Counts the caller among the sleepers for its lifetime (also when the condition throws).
+class SleeperCount {
+ public:
+  explicit SleeperCount(WakeWord& word) : word_(word) {
+    word_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+  }
+  ~SleeperCount() { word_.sleepers.fetch_sub(1, std::memory_order_relaxed); }
+  SleeperCount(const SleeperCount&) = delete;
+  SleeperCount& operator=(const SleeperCount&) = delete;
+
+ private:
+  WakeWord& word_;
+};
+
+}  // namespace
+
+bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline& deadline,
+             const std::function<void(std::chrono::milliseconds)>& on_long_wait,
+             std::chrono::milliseconds warn_every, const WaitTuning& tuning) {
+  for (std::uint32_t i = 0; i < tuning.spins; ++i) {
+    if (ready()) return true;
+    cpu_relax();
+  }
+  const auto yield_until = std::chrono::steady_clock::now() + tuning.yield_for;
+  auto next_warning = warn_every;
+  for (;;) {
+    if (ready()) return true;
+    if (deadline.expired()) return ready();  // one last look: the state may have just changed
+    const auto elapsed = deadline.elapsed();
+    if (on_long_wait && warn_every.count() > 0 && elapsed >= next_warning) {
+      on_long_wait(elapsed);
+      next_warning = elapsed + warn_every;
+    }
+    if (std::chrono::steady_clock::now() < yield_until) {
+      sched_yield();
+      continue;
+    }
+    // Sleep until rung, the deadline, the next warning or kMaxSleep, whichever comes first.
+    std::chrono::nanoseconds limit = tuning.max_sleep;
+    limit = std::min<std::chrono::nanoseconds>(limit, deadline.remaining_precise());
+    if (on_long_wait && warn_every.count() > 0) {
+      limit = std::min<std::chrono::nanoseconds>(limit, next_warning - elapsed);
+    }
+    const std::uint32_t sequence = word.sequence.load(std::memory_order_acquire);
+    SleeperCount counted(word);
+    if (ready()) return true;
+    futex_sleep(word.sequence, sequence, limit);
+  }
+}
+
+void notify_waiters(WakeWord& word) {
+  // Orders the caller's publishing store before the read of the sleeper count (the other half of
+  // the barrier pair described in the header).
+  std::atomic_thread_fence(std::memory_order_seq_cst);
+  if (word.sleepers.load(std::memory_order_relaxed) == 0) return;
+  word.sequence.fetch_add(1, std::memory_order_release);
+  ::syscall(SYS_futex, futex_address(word.sequence), FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+}
+
+}  // namespace shm
+}  // namespace groupcoord
