@@ -1,0 +1,124 @@
+// core/wake_word.h: a sleeping waiter is woken by notify_waiters at once (not by its periodic
+// re-check), across processes on a shared mapping; a waiter nobody rings still re-checks its
+// condition and meets its deadline; long-wait warnings fire while it sleeps; notify makes no
+// system call when nobody sleeps.
+#include <sys/mman.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <chrono>
+#include <new>
+#include <thread>
+
+#include "core/wake_word.h"
+
+namespace groupcoord {
+namespace testing {
+namespace {
+
+using shm::Deadline;
+using shm::WaitTuning;
+using shm::WakeWord;
+using std::chrono::milliseconds;
+using Clock = std::chrono::steady_clock;
+
+double ms_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+}
+
+/// Sleeps at most this long between checks: far longer than any wake-up measured below, so a
+/// prompt return can only come from the futex wake-up.
+WaitTuning sleepy() {
+  WaitTuning tuning;
+  tuning.yield_for = std::chrono::microseconds(0);
+  tuning.max_sleep = milliseconds(5000);
+  return tuning;
+}
+
+TEST(WakeWord, ASleepingWaiterWakesWhenRungNotAtItsNextCheck) {
+  WakeWord word{};
+  std::atomic<bool> flag{false};
+  double waited_ms = 0;
+  std::thread waiter([&] {
+    const auto start = Clock::now();
+    EXPECT_TRUE(shm::wait_on(
+        word, [&] { return flag.load(std::memory_order_acquire); }, Deadline(milliseconds(20000)),
+        {}, milliseconds(60000), sleepy()));
+    waited_ms = ms_since(start);
+  });
+  std::this_thread::sleep_for(milliseconds(100));  // the waiter is asleep in the kernel by now
+  EXPECT_EQ(word.sleepers.load(), 1u);
+  flag.store(true, std::memory_order_release);
+  shm::notify_waiters(word);
+  waiter.join();
+  EXPECT_LT(waited_ms, 100 + 1000) << "woken by its periodic check, not by the futex";
+  EXPECT_EQ(word.sleepers.load(), 0u);
+  EXPECT_EQ(word.sequence.load(), 1u) << "one wake-up for one sleeper";
+}
+
+TEST(WakeWord, NoWakeUpWhenNobodySleeps) {
+  WakeWord word{};
+  for (int i = 0; i < 100; ++i) shm::notify_waiters(word);
+  EXPECT_EQ(word.sequence.load(), 0u) << "the publisher rang with nobody asleep";
+}
+
+TEST(WakeWord, WakesAcrossProcessesOnASharedMapping) {
+  void* memory = ::mmap(nullptr, 4096, PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  ASSERT_NE(memory, MAP_FAILED);
+  auto* word = new (memory) WakeWord{};
+  auto* flag = new (static_cast<char*>(memory) + 64) std::atomic<std::uint32_t>{0};
+  const pid_t child = ::fork();
+  ASSERT_GE(child, 0);
+  if (child == 0) {  // the publisher
+    std::this_thread::sleep_for(milliseconds(100));
+    flag->store(1, std::memory_order_release);
+    shm::notify_waiters(*word);
+    ::_exit(0);
+  }
+  const auto start = Clock::now();
+  EXPECT_TRUE(shm::wait_on(
+      *word, [&] { return flag->load(std::memory_order_acquire) == 1; },
+      Deadline(milliseconds(20000)), {}, milliseconds(60000), sleepy()));
+  EXPECT_LT(ms_since(start), 1000) << "the other process's wake-up did not reach this one";
+  int status = 0;
+  ::waitpid(child, &status, 0);
+  EXPECT_TRUE(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+  ::munmap(memory, 4096);
+}
+
+TEST(WakeWord, AnUnrungWaiterStillSeesItsConditionAndItsDeadline) {
+  // Nobody rings: the condition turns true on its own (as a peer's death does); the waiter sees it
+  // at its next check (max_sleep), and a waiter whose condition never holds returns at the
+  // deadline even though its sleeps would be longer.
+  WakeWord word{};
+  WaitTuning tuning;
+  tuning.yield_for = std::chrono::microseconds(0);
+  tuning.max_sleep = milliseconds(20);
+  const auto start = Clock::now();
+  EXPECT_TRUE(shm::wait_on(
+      word, [&] { return ms_since(start) > 50; }, Deadline(milliseconds(5000)), {},
+      milliseconds(60000), tuning));
+  EXPECT_LT(ms_since(start), 50 + 200);
+
+  const auto begun = Clock::now();
+  EXPECT_FALSE(shm::wait_on(
+      word, [] { return false; }, Deadline(milliseconds(80)), {}, milliseconds(60000), sleepy()));
+  EXPECT_GE(ms_since(begun), 80);
+  EXPECT_LT(ms_since(begun), 80 + 500) << "slept past the deadline";
+}
+
+TEST(WakeWord, LongWaitWarningsFireWhileAsleep) {
+  WakeWord word{};
+  int warnings = 0;
+  shm::wait_on(
+      word, [] { return false; }, Deadline(milliseconds(120)),
+      [&](milliseconds) { ++warnings; }, milliseconds(25), sleepy());
+  EXPECT_GE(warnings, 3) << "a sleep outlasted the warning interval";
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace groupcoord
