@@ -51,8 +51,8 @@
 #include <string>
 #include <vector>
 
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/bytes.h"
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/process_group.h"
 
 namespace groupcoord {
@@ -167,7 +167,9 @@ class MessageQueue {
   MessageQueue& operator=(const MessageQueue&) = delete;
 
   /// Readiness handshake through the segment (vLLM's wait_until_ready): the writer waits until
-  /// every reader has called it, each reader until the writer has. Every rank of the queue calls
+  /// every reader has attached (so one thread may make a writer and a reader of one handle and
+  /// call the writer's wait_until_ready, then the reader's, as vLLM allows), each reader until
+  /// the writer has called it. Every rank of the queue calls
   /// it once (create_* does when `blocking`); later calls return at once. Unlike vLLM's ZeroMQ
   /// handshake it is not required before the first message (the segment is attached at
   /// creation); it only synchronizes the processes. Throws TimeoutError at the deadline,
@@ -186,7 +188,25 @@ class MessageQueue {
   /// when nothing (or not all of a multi-chunk message) arrived in time — the next dequeue()
   /// resumes where this one stopped, so nothing is lost — and DistributedError when the writer
   /// closed or broke the queue and nothing is left to read. A timeout of zero never waits.
-  Bytes dequeue(std::optional<std::chrono::milliseconds> timeout = std::nullopt);
+  /// `indefinite` (vLLM's dequeue(indefinite=True)): no long-wait log lines while waiting (an
+  /// idle engine worker); the deadline still holds (every blocking call here has one).
+  Bytes dequeue(std::optional<std::chrono::milliseconds> timeout = std::nullopt,
+                bool indefinite = false);
+
+  /// vLLM's shutdown(): callable from any thread of this process. Wakes this process's
+  /// enqueue/dequeue/wait_until_ready calls that are waiting (asleep or spinning) and makes them,
+  /// and every later call, throw DistributedError with "cancelled" in its message (Python:
+  /// groupcoord.DistributedError, a RuntimeError). The peers are not told; destroying the queue
+  /// does that.
+  void shutdown();
+  /// Whether shutdown() was called.
+  bool is_shut_down() const;
+
+  /// Interval of the "has waited N ms" log lines of a long wait (default: the environment's
+  /// GROUPCOORD_RINGBUFFER_WARNING_INTERVAL in seconds, else 60 s). Throws std::invalid_argument
+  /// unless positive.
+  void set_warning_interval(std::chrono::milliseconds interval);
+  std::chrono::milliseconds warning_interval() const;
 
   /// vLLM's broadcast_object: the writer enqueues `obj` (required there: std::invalid_argument
   /// when absent) and returns it; a reader ignores `obj` and returns dequeue(). Uses the default

@@ -4,8 +4,8 @@
 
 #include "bindings.h"
 #include "blocking_call.h"
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/check.h"
+#include "groupcoord/default_timeout.h"
 #include "pickle_codec.h"
 #include "py_message_queue.h"
 #include "timeout_arg.h"
@@ -24,9 +24,10 @@ void enqueue(const QueuePtr& q, py::object obj, py::object timeout) {
   run_blocking(BlockingKind::Wait, [q, data = dumps(obj), bound] { q->enqueue(data, bound); });
 }
 
-py::object dequeue(const QueuePtr& q, py::object timeout) {
+py::object dequeue(const QueuePtr& q, py::object timeout, bool indefinite) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.dequeue");
-  Bytes data = call_blocking(BlockingKind::Wait, [q, bound] { return q->dequeue(bound); });
+  Bytes data = call_blocking(BlockingKind::Wait,
+                             [q, bound, indefinite] { return q->dequeue(bound, indefinite); });
   return loads(data);
 }
 
@@ -36,7 +37,7 @@ py::object broadcast_object(const QueuePtr& q, py::object obj) {
     enqueue(q, obj, py::none());
     return py::reinterpret_borrow<py::object>(obj);
   }
-  return dequeue(q, py::none());
+  return dequeue(q, py::none(), false);
 }
 
 void wait_until_ready(const QueuePtr& q, py::object timeout) {
@@ -188,9 +189,27 @@ a list: on a writer its queue, on the reader one queue per writer (in group-rank
 returns (queue, handles) instead; here the reader gets attached queues directly.)doc")
       .def("enqueue", &enqueue, "obj"_a, "timeout"_a = py::none(),
            "Writer: appends pickle(obj); waits while the ring is full (timeout in seconds).")
-      .def("dequeue", &dequeue, "timeout"_a = py::none(),
+      .def("dequeue", &dequeue, "timeout"_a = py::none(), "indefinite"_a = false,
            "Reader: the next object (timeout in seconds; DistributedTimeoutError when it runs "
-           "out, nothing is lost).")
+           "out, nothing is lost). indefinite=True: no long-wait log lines while waiting (the "
+           "deadline still holds).")
+      .def("shutdown", &MessageQueue::shutdown,
+           "vLLM's shutdown(), from any thread: this process's waiting enqueue/dequeue/"
+           "wait_until_ready calls, and every later call, raise DistributedError (a RuntimeError) "
+           "with 'cancelled' in the message. The peers are not told.")
+      .def_property_readonly("is_shut_down", &MessageQueue::is_shut_down,
+                             "True once shutdown() was called.")
+      .def_property(
+          "warning_interval",
+          [](const MessageQueue& q) {
+            return std::chrono::duration<double>(q.warning_interval()).count();
+          },
+          [](MessageQueue& q, double seconds) {
+            q.set_warning_interval(
+                std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000)));
+          },
+          "Seconds between the long-wait log lines (GROUPCOORD_RINGBUFFER_WARNING_INTERVAL, "
+          "default 60); ValueError unless positive.")
       .def("broadcast_object", &broadcast_object, "obj"_a = py::none(),
            "Writer: enqueues obj and returns it; reader: returns dequeue().")
       .def("wait_until_ready", &wait_until_ready, "timeout"_a = py::none(),

@@ -11,6 +11,7 @@ import pickle
 import subprocess
 import sys
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -171,6 +172,68 @@ def test_message_queue_handle_round_trip() -> None:
     for r in readers:
         got = r.dequeue(timeout=5)
         np.testing.assert_array_equal(got["a"], np.arange(3))
+
+
+def _one_process_pair(max_chunks: int = 4) -> tuple[gc.MessageQueue, gc.MessageQueue]:
+    """A writer and its one reader in this process, ready in vLLM's order (the writer first)."""
+    writer = gc.MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=max_chunks, timeout=10)
+    reader = gc.MessageQueue.create_from_handle(writer.export_handle(), 0, timeout=10)
+    writer.wait_until_ready(timeout=3)  # the reader attached; it has not called it yet
+    reader.wait_until_ready(timeout=3)
+    return writer, reader
+
+
+def _cancelled_within(queue: gc.MessageQueue, call, delay: float) -> float:
+    """Runs call() on a thread, shuts the queue down after `delay` s; the call must raise a
+    RuntimeError saying "cancelled". Returns the seconds from shutdown to the error."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            call()
+            outcome.append(None)
+        except RuntimeError as e:
+            outcome.append((e, time.monotonic()))
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    time.sleep(delay)
+    shut = time.monotonic()
+    queue.shutdown()
+    thread.join(timeout=20)
+    assert outcome and outcome[0] is not None, "the call returned normally"
+    error, at = outcome[0]
+    assert "cancelled" in str(error)
+    return at - shut
+
+
+def test_shutdown_from_another_thread_cancels_waits() -> None:
+    # vLLM's test_shm_broadcast shutdown cases: a reader asleep in dequeue, one still spinning,
+    # a writer waiting for a free chunk; each raises "cancelled" promptly, later calls too.
+    writer, reader = _one_process_pair()
+    assert _cancelled_within(reader, reader.dequeue, 0.3) < 0.1
+    assert reader.is_shut_down
+    with pytest.raises(RuntimeError, match="cancelled"):
+        reader.dequeue(timeout=0)
+    writer2, reader2 = _one_process_pair()
+    assert _cancelled_within(reader2, reader2.dequeue, 0.0) < 0.1
+    writer3, reader3 = _one_process_pair(max_chunks=2)
+    writer3.enqueue("a")
+    writer3.enqueue("b")
+    assert _cancelled_within(writer3, lambda: writer3.enqueue("c"), 0.3) < 0.1
+    assert reader3.dequeue(timeout=1) == "a", "the peer is not affected"
+
+
+def test_indefinite_dequeue_and_the_warning_interval() -> None:
+    writer, reader = _one_process_pair()
+    reader.warning_interval = 0.05
+    assert reader.warning_interval == pytest.approx(0.05)
+    with pytest.raises(ValueError):
+        reader.warning_interval = 0
+    with pytest.raises(gc.DistributedTimeoutError):
+        reader.dequeue(timeout=0.2, indefinite=True)
+    writer.enqueue(7)
+    assert reader.dequeue(indefinite=True) == 7
 
 
 @pytest.mark.parametrize("entry", ["create_mq_broadcaster", "create_from_process_group"])

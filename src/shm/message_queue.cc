@@ -4,9 +4,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
+#include <stdexcept>
 
 #include "core/spin_wait.h"
+#include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
@@ -105,6 +108,7 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
   // seq_cst, not just release: readers attaching at the same time from a handle then cannot
   // both miss each other's attachment (see shm::unlink_if_all_attached).
   slot.state.store(as_word(shm::ReaderState::kAttached), std::memory_order_seq_cst);
+  shm::notify_waiters(ring->header().space_free);  // a writer may be waiting for it
   impl->ring = std::move(ring);
   return impl;
 }
@@ -139,6 +143,7 @@ MessageQueue::~MessageQueue() {
 
 void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> timeout) {
   Impl& q = *impl_;
+  q.check_not_cancelled("wait_until_ready");
   if (q.ready || !q.ring) {
     q.ready = true;
     return;
@@ -148,9 +153,12 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
   const shm::Deadline deadline(timeout.value_or(q.timeout));
   shm::ShmRingBuffer& ring = *q.ring;
   if (q.is_writer()) {
-    // Every reader must have announced itself; one that closed never will.
+    // Every reader must have attached (mapped the segment); one that closed never will. Not
+    // "called wait_until_ready": as in vLLM, one thread may make a writer and a reader and call
+    // the writer's wait_until_ready first.
     std::size_t waiting_for = 0;
     auto all_ready = [&] {
+      q.check_not_cancelled("wait_until_ready");
       for (std::size_t r = 0; r < ring.n_reader(); ++r) {
         if (is_remote(q, r)) continue;  // reads over its socket, never announces itself here
         const std::uint32_t state = ring.reader_state(r).load(std::memory_order_acquire);
@@ -158,14 +166,15 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
           GC_THROW(DistributedError, q.name, ": wait_until_ready: reader ",
                    rank_name(q.reader_ranks[r]), " closed the queue");
         }
-        if (state != as_word(shm::ReaderState::kReady)) {
+        if (state != as_word(shm::ReaderState::kAttached) &&
+            state != as_word(shm::ReaderState::kReady)) {
           waiting_for = r;
           return false;
         }
       }
       return true;
     };
-    if (!shm::spin_until(all_ready, deadline)) {
+    if (!shm::wait_on(ring.header().space_free, all_ready, deadline)) {
       GC_THROW(TimeoutError, q.name, ": wait_until_ready timed out after ",
                deadline.timeout().count(), " ms waiting for reader ",
                rank_name(q.reader_ranks[waiting_for]));
@@ -174,10 +183,13 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
     // queues, whose name is gone already; create() queues lose theirs here at the latest).
     ring.segment().unlink();
     ring.header().writer_ready.value.store(1, std::memory_order_release);
+    shm::notify_waiters(ring.header().data_ready);
   } else {
     ring.reader_state(q.reader_index)
         .store(as_word(shm::ReaderState::kReady), std::memory_order_release);
+    shm::notify_waiters(ring.header().space_free);
     auto writer_ready = [&] {
+      q.check_not_cancelled("wait_until_ready");
       if (ring.header().writer_ready.value.load(std::memory_order_acquire) == 1) return true;
       if (ring.header().writer_state.value.load(std::memory_order_acquire) !=
           static_cast<std::uint32_t>(shm::WriterState::kOpen)) {
@@ -186,7 +198,7 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
       }
       return false;
     };
-    if (!shm::spin_until(writer_ready, deadline)) {
+    if (!shm::wait_on(ring.header().data_ready, writer_ready, deadline)) {
       GC_THROW(TimeoutError, q.name, ": wait_until_ready timed out after ",
                deadline.timeout().count(), " ms waiting for the writer (", q.writer_label(), ")");
     }
@@ -202,6 +214,7 @@ void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::millisec
            ") can enqueue; this process is reader ", q.reader_index);
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": enqueue: negative timeout ",
            timeout->count(), " ms");
+  q.check_not_cancelled("enqueue");
   if (q.broken) {
     GC_THROW(DistributedError, q.name,
              ": enqueue: the queue is broken (an earlier enqueue timed out half-way through a "
@@ -226,11 +239,11 @@ void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline&
   // nothing has been written and the queue stays usable. Only a message larger than the ring
   // must stream, and can time out half-way.
   q.writer->wait_free(static_cast<std::size_t>(std::min<std::uint64_t>(count, q.max_chunks)),
-                      deadline, "enqueue");
+                      deadline, "enqueue", q.wait_options());
   for (std::uint64_t i = 0; i < count; ++i) {
     std::uint8_t* chunk = nullptr;
     try {
-      chunk = q.writer->acquire(deadline, "enqueue");
+      chunk = q.writer->acquire(deadline, "enqueue", q.wait_options());
     } catch (...) {
       if (i > 0) {
         // Readers hold part of a message that can never be completed.
@@ -252,8 +265,9 @@ void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline&
 
 }  // namespace
 
-Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
+Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bool indefinite) {
   Impl& q = *impl_;
+  q.check_not_cancelled("dequeue");
   GC_CHECK(!q.is_writer(), q.name, ": dequeue: only readers can dequeue; this process is ",
            "the writer (", q.writer_label(), ")");
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": dequeue: negative timeout ",
@@ -264,7 +278,7 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout) {
   while (true) {
     const std::uint8_t* chunk = nullptr;
     try {
-      chunk = q.reader->acquire(deadline, "dequeue");
+      chunk = q.reader->acquire(deadline, "dequeue", q.wait_options(indefinite));
     } catch (const TimeoutError& error) {
       if (!q.partial) throw;
       // What we have so far is kept: the next dequeue() continues with the next chunk.
@@ -324,6 +338,39 @@ std::size_t MessageQueue::max_chunks() const { return impl_->max_chunks; }
 const std::string& MessageQueue::name() const { return impl_->name; }
 const std::string& MessageQueue::shm_name() const { return impl_->shm_name; }
 std::chrono::milliseconds MessageQueue::default_timeout() const { return impl_->timeout; }
+
+void MessageQueue::shutdown() {
+  Impl& q = *impl_;
+  q.cancelled.store(true, std::memory_order_release);
+  // Wake this process's sleeping waits (a wake-up reaches every sleeper of the word; the other
+  // processes' find nothing new and sleep again).
+  if (q.ring) {
+    shm::notify_waiters(q.ring->header().data_ready);
+    shm::notify_waiters(q.ring->header().space_free);
+  }
+}
+
+bool MessageQueue::is_shut_down() const { return impl_->cancelled.load(std::memory_order_acquire); }
+
+void MessageQueue::set_warning_interval(std::chrono::milliseconds interval) {
+  GC_CHECK(interval.count() > 0, impl_->name, ": set_warning_interval: the interval must be ",
+           "positive, got ", interval.count(), " ms");
+  impl_->warn_every = interval;
+}
+
+std::chrono::milliseconds MessageQueue::warning_interval() const { return impl_->warn_every; }
+
+std::chrono::milliseconds MessageQueue::Impl::default_warning_interval() {
+  const char* text = std::getenv("GROUPCOORD_RINGBUFFER_WARNING_INTERVAL");
+  if (text == nullptr || *text == '\0') return std::chrono::seconds(60);
+  char* end = nullptr;
+  const double seconds = std::strtod(text, &end);
+  if (end == text || *end != '\0' || !(seconds > 0)) {
+    throw std::invalid_argument(std::string("GROUPCOORD_RINGBUFFER_WARNING_INTERVAL=") + text +
+                                ": expected a positive number of seconds");
+  }
+  return std::chrono::milliseconds(static_cast<std::int64_t>(seconds * 1000));
+}
 
 void MessageQueue::set_default_timeout(std::chrono::milliseconds timeout) {
   GC_CHECK(timeout.count() >= 0, impl_->name, ": set_default_timeout: negative timeout ",

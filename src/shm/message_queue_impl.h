@@ -53,14 +53,31 @@ struct MessageQueue::Impl {
   std::unique_ptr<shm::RemoteInbox> inbox;
   /// Readers that share the writer's memory (vLLM's n_local_reader).
   std::size_t n_local_reader = 0;
-  bool ready = false;                        ///< wait_until_ready() completed
-  bool broken = false;                       ///< writer: a message was left half-written
+  bool ready = false;  ///< wait_until_ready() completed
+  /// Set by shutdown() (any thread): every wait of this process's side throws "cancelled".
+  std::atomic<bool> cancelled{false};
+  /// Interval of the long-wait log lines (GROUPCOORD_RINGBUFFER_WARNING_INTERVAL, seconds;
+  /// set_warning_interval()).
+  std::chrono::milliseconds warn_every = default_warning_interval();
+  bool broken = false;  ///< writer: a message was left half-written
   std::optional<Partial> partial;
   /// What export_handle() returns: set for create() and create_from_handle() queues only (the
   /// segment name of a collectively made queue is gone by the time it is returned).
   std::optional<MessageQueue::Handle> handle;
 
   bool is_writer() const { return reader_index < 0; }
+  /// What the ring's waits of one call need: the cancel flag and the warning interval (none
+  /// when `quiet`).
+  shm::WaitOptions wait_options(bool quiet = false) const {
+    return {&cancelled, quiet ? std::chrono::milliseconds(0) : warn_every};
+  }
+  /// Throws "cancelled" once shutdown() was called.
+  void check_not_cancelled(const char* op) const {
+    if (cancelled.load(std::memory_order_acquire)) shm::throw_cancelled(name, op);
+  }
+  /// GROUPCOORD_RINGBUFFER_WARNING_INTERVAL (seconds, as vLLM's VLLM_RINGBUFFER_WARNING_INTERVAL),
+  /// else 60 s; std::invalid_argument naming the variable for anything but a positive number.
+  static std::chrono::milliseconds default_warning_interval();
   /// "rank 3", or "the external writer (pid 42)" when the writer belongs to no group.
   std::string writer_label() const;
 
@@ -73,13 +90,10 @@ struct MessageQueue::Impl {
                                            std::unique_ptr<shm::ShmRingBuffer> ring,
                                            std::unique_ptr<shm::RemoteFanout> fanout = nullptr);
   /// Reader `reader_index`'s side when it is on another node than the writer.
-  static std::unique_ptr<Impl> make_remote_reader(std::string name, int writer_rank,
-                                                  std::vector<int> reader_ranks, int reader_index,
-                                                  std::size_t n_local_reader,
-                                                  std::size_t max_chunk_bytes,
-                                                  std::size_t max_chunks,
-                                                  std::chrono::milliseconds timeout,
-                                                  std::unique_ptr<shm::RemoteInbox> inbox);
+  static std::unique_ptr<Impl> make_remote_reader(
+      std::string name, int writer_rank, std::vector<int> reader_ranks, int reader_index,
+      std::size_t n_local_reader, std::size_t max_chunk_bytes, std::size_t max_chunks,
+      std::chrono::milliseconds timeout, std::unique_ptr<shm::RemoteInbox> inbox);
   /// Reader `reader_index`'s side of an attached ring; announces the attachment in the segment.
   /// `handle`: the handle it was attached from (create_from_handle and external writers).
   static std::unique_ptr<Impl> make_reader(

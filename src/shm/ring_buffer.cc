@@ -11,10 +11,15 @@
 namespace groupcoord {
 namespace shm {
 
+void throw_cancelled(const std::string& label, const char* op) {
+  GC_THROW(DistributedError, label, ": ", op,
+           ": cancelled (the queue was shut down in this process)");
+}
+
 namespace {
 
 constexpr std::uint64_t kMagic = 0x474e4952514d4347ULL;  // "GCMQRING" little-endian
-constexpr std::uint32_t kVersion = 2;  // 2: the wake words
+constexpr std::uint32_t kVersion = 2;                    // 2: the wake words
 constexpr std::size_t kAlign = 64;
 
 /// a + b, throwing instead of wrapping.

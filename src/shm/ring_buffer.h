@@ -18,6 +18,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
@@ -88,6 +89,17 @@ struct RingLayout {
   static RingLayout compute(std::size_t n_reader, std::size_t max_chunk_bytes,
                             std::size_t max_chunks);
 };
+
+/// How a ring wait behaves, set by the queue that owns the ring (per call).
+struct WaitOptions {
+  /// Set (by MessageQueue::shutdown(), from any thread) to make the wait throw "cancelled".
+  const std::atomic<bool>* cancelled = nullptr;
+  /// Interval of the long-wait log lines; zero: none (dequeue(indefinite=true)).
+  std::chrono::milliseconds warn_every{60000};
+};
+
+/// Throws DistributedError "<label>: <op>: cancelled (...)" (the wait's queue was shut down).
+[[noreturn]] void throw_cancelled(const std::string& label, const char* op);
 
 /// The writer's or a reader's mapping of one ring.
 class ShmRingBuffer {

@@ -47,8 +47,12 @@ void RingReader::check_writer_alive(const char* op) {
            ") closed the queue; no message is left to read");
 }
 
-const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op) {
+const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op,
+                                        const WaitOptions& options) {
   auto ready = [&] {
+    if (options.cancelled != nullptr && options.cancelled->load(std::memory_order_acquire)) {
+      throw_cancelled(label_, op);
+    }
     if (is_readable()) return true;
     check_writer_alive(op);
     return false;
@@ -58,7 +62,7 @@ const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op
     GC_LOG(Info, label_, ": ", op, " has waited ", waited.count(), " ms for the writer (",
            writer_name_, ") to write chunk ", current_);
   };
-  if (!wait_on(ring_.header().data_ready, ready, deadline, note)) {
+  if (!wait_on(ring_.header().data_ready, ready, deadline, note, options.warn_every)) {
     GC_THROW(TimeoutError, label_, ": ", op, " timed out after ", deadline.timeout().count(),
              " ms waiting for the writer (", writer_name_, ") to write chunk ", current_);
   }

@@ -12,9 +12,9 @@
 #include <cstdint>
 #include <string>
 
+#include "core/spin_wait.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
-#include "core/spin_wait.h"
 
 namespace groupcoord {
 namespace shm {
@@ -30,7 +30,9 @@ class RingReader {
   /// Waits for the next chunk and returns its data (valid until release()). Throws TimeoutError
   /// at the deadline, DistributedError when the writer closed or broke the queue, or died, and
   /// nothing is left to read.
-  const std::uint8_t* acquire(const Deadline& deadline, const char* op);
+  /// Throws "cancelled" (DistributedError) once options.cancelled is set.
+  const std::uint8_t* acquire(const Deadline& deadline, const char* op,
+                              const WaitOptions& options = WaitOptions());
   /// Marks the acquired chunk as read (the writer may reuse it) and moves on.
   void release();
 

@@ -40,12 +40,16 @@ std::vector<std::size_t> RingWriter::pending_readers(std::size_t chunk) const {
   return pending;
 }
 
-void RingWriter::wait_free(std::size_t count, const Deadline& deadline, const char* op) {
+void RingWriter::wait_free(std::size_t count, const Deadline& deadline, const char* op,
+                           const WaitOptions& options) {
   GC_ASSERT(count <= ring_.max_chunks(), label_, ": waiting for ", count, " of ",
             ring_.max_chunks(), " chunks");
   for (std::size_t ahead = 0; ahead < count; ++ahead) {
     const std::size_t chunk = index(ahead);
     auto ready = [&] {
+      if (options.cancelled != nullptr && options.cancelled->load(std::memory_order_acquire)) {
+        throw_cancelled(label_, op);
+      }
       if (is_free(ahead)) return true;
       check_readers_alive(chunk, op);
       return false;
@@ -55,7 +59,9 @@ void RingWriter::wait_free(std::size_t count, const Deadline& deadline, const ch
              " ms for the readers to free chunk ", chunk,
              " (a reader may be hanging or busy with long work)");
     };
-    if (!wait_on(ring_.header().space_free, ready, deadline, warn)) fail_wait(chunk, deadline, op);
+    if (!wait_on(ring_.header().space_free, ready, deadline, warn, options.warn_every)) {
+      fail_wait(chunk, deadline, op);
+    }
   }
 }
 
@@ -93,8 +99,9 @@ void RingWriter::fail_wait(std::size_t chunk, const Deadline& deadline, const ch
            ring_.max_chunks(), " chunks is full)");
 }
 
-std::uint8_t* RingWriter::acquire(const Deadline& deadline, const char* op) {
-  wait_free(1, deadline, op);
+std::uint8_t* RingWriter::acquire(const Deadline& deadline, const char* op,
+                                  const WaitOptions& options) {
+  wait_free(1, deadline, op, options);
   // "Being written": readers that have not read the previous contents cannot exist (all read
   // flags are 1 or the chunk was never written), so nobody looks at the chunk from now on.
   ring_.written(current_).store(0, std::memory_order_relaxed);

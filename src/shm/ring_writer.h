@@ -16,9 +16,9 @@
 #include <string>
 #include <vector>
 
+#include "core/spin_wait.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
-#include "core/spin_wait.h"
 
 namespace groupcoord {
 namespace shm {
@@ -37,9 +37,12 @@ class RingWriter {
   /// Waits until the next `count` chunks are all free (count <= max_chunks). Throws TimeoutError
   /// naming the readers that have not read them, DistributedError when such a reader closed its
   /// queue or its process died.
-  void wait_free(std::size_t count, const Deadline& deadline, const char* op);
+  /// Throws "cancelled" (DistributedError) once options.cancelled is set.
+  void wait_free(std::size_t count, const Deadline& deadline, const char* op,
+                 const WaitOptions& options = WaitOptions());
   /// Waits for the next chunk (as wait_free(1)), marks it "being written" and returns its data.
-  std::uint8_t* acquire(const Deadline& deadline, const char* op);
+  std::uint8_t* acquire(const Deadline& deadline, const char* op,
+                        const WaitOptions& options = WaitOptions());
   /// Publishes the acquired chunk to every reader and moves on to the next one.
   void publish();
 

@@ -114,8 +114,8 @@ TEST(WakeWord, LongWaitWarningsFireWhileAsleep) {
   WakeWord word{};
   int warnings = 0;
   shm::wait_on(
-      word, [] { return false; }, Deadline(milliseconds(120)),
-      [&](milliseconds) { ++warnings; }, milliseconds(25), sleepy());
+      word, [] { return false; }, Deadline(milliseconds(120)), [&](milliseconds) { ++warnings; },
+      milliseconds(25), sleepy());
   EXPECT_GE(warnings, 3) << "a sleep outlasted the warning interval";
 }
 
