@@ -14,14 +14,6 @@ namespace shm {
 
 namespace {
 
-inline void cpu_relax() {
-#if defined(__x86_64__) || defined(__i386__)
-  __builtin_ia32_pause();
-#elif defined(__aarch64__)
-  asm volatile("yield" ::: "memory");
-#endif
-}
-
 std::uint32_t* futex_address(std::atomic<std::uint32_t>& word) {
   // std::atomic<uint32_t> is lock-free and has the layout of a uint32_t (static_assert in the
   // header): the kernel reads the same four bytes.

@@ -2,8 +2,8 @@
 // idle: spin briefly, then sleep in the kernel (futex) on a word of the shared mapping until the
 // side that changes the awaited state rings it.
 //
-// Why: a wait that only spins, yields and sleeps with growing timeouts (spin_wait.h's Backoff)
-// wakes up to its longest sleep late; an engine's queue sits idle for milliseconds between
+// Why: a wait that only spins, yields and sleeps with growing timeouts (the earlier waits, up to
+// 1 ms) wakes up to its longest sleep late; an engine's queue sits idle for milliseconds between
 // steps, so every step paid that delay. A futex sleep ends when the other side's store is
 // followed by a wake-up, whatever the gap.
 //
@@ -28,7 +28,7 @@
 #include <cstdint>
 #include <functional>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 
 namespace groupcoord {
 namespace shm {

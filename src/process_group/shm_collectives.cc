@@ -13,7 +13,7 @@
 
 #include "core/cross_memory.h"
 #include "core/shared_memory.h"
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"

@@ -8,7 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"

@@ -13,7 +13,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "groupcoord/bytes.h"
 #include "store/socket.h"
 

@@ -7,7 +7,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "groupcoord/bytes.h"
 #include "shm/remote_fanout.h"
 #include "store/socket.h"

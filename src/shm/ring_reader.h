@@ -12,7 +12,7 @@
 #include <cstdint>
 #include <string>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
 

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
 

@@ -22,7 +22,7 @@
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
 #include "core/shared_memory.h"
-#include "core/spin_wait.h"
+#include "core/deadline.h"
 
 namespace groupcoord {
 namespace testing {
@@ -413,30 +413,6 @@ TEST(QueueHandle, RoundTripsAndRejectsGarbage) {
   EXPECT_TRUE(shm::handle_is_valid(failed));
   EXPECT_EQ(failed.status, shm::kAttachFailed);
   EXPECT_EQ(std::string(failed.error).size(), sizeof failed.error - 1);
-}
-
-// After spinning and yielding for a short while the backoff sleeps, so an oversubscribed waiter
-// leaves the core to the process it waits for.
-TEST(SpinWait, BackoffEndsUpSleeping) {
-  shm::Backoff backoff;
-  const auto start = Clock::now();
-  while (Clock::now() - start < milliseconds(2)) backoff.pause();
-  const auto before = Clock::now();
-  backoff.pause();
-  EXPECT_GE(Clock::now() - before, std::chrono::microseconds(20));
-}
-
-TEST(SpinWait, DeadlineAndLastLook) {
-  // An expired deadline still evaluates the condition once.
-  EXPECT_TRUE(shm::spin_until([] { return true; }, Deadline(milliseconds(0))));
-  const auto start = Clock::now();
-  EXPECT_FALSE(shm::spin_until([] { return false; }, Deadline(milliseconds(20))));
-  EXPECT_GE(since_ms(start), 20);
-  // The long-wait callback fires at its interval.
-  int warnings = 0;
-  shm::spin_until([] { return false; }, Deadline(milliseconds(50)),
-                  [&](milliseconds) { ++warnings; }, milliseconds(10));
-  EXPECT_GE(warnings, 2);
 }
 
 }  // namespace
