@@ -9,9 +9,14 @@ and the same run, rounds alternating between the two.
     mpirun ... -x GROUPCOORD_CPU_SHM=0 ... --label gloo  # CPU group on Gloo (read at group creation)
     /usr/bin/python3 benchmarks/bench_object_broadcast.py --report a.json b.json   # merged markdown
 
+    mpirun ... --sections paced1k,paced64k            # the writer pausing before each message
+
 Sections (every rank of the world takes part; rank 0 is the source):
   object 1KiB / object 64KiB   broadcast_object(obj, src=0) of a dict whose pickle is ~1 KiB /
                                ~64 KiB (a few fields and a bytes payload)
+  paced1k / paced64k           the writer sleeps each of --pauses-us before each message (as an
+                               engine between steps); one-way latency: the reader's receive time
+                               minus the writer's time.monotonic_ns() stamp in the object
   tensor_dict decode           broadcast_tensor_dict of a decode step's metadata: 10 int32/int64
                                numpy arrays of 256..512 elements and 6 scalars/strings (the
                                metadata goes through broadcast_object, the arrays over the CPU
@@ -242,6 +247,38 @@ class Bench:
             self.print_section(result)
         return result
 
+    def paced(self, size: int, pauses_us: list[int], messages: int) -> dict:
+        """One-way latency (the reader's receive time minus the writer's stamp, one system-wide
+        clock) of broadcast_object when the writer sleeps `pause` µs before each message, per
+        path; p50/p99 of the slowest reader."""
+        rows = []
+        blob = object_payload(size)
+        for pause in pauses_us:
+            row: dict[str, Any] = {"pause_us": pause}
+            for p, g in self.groups.items():
+                latencies = []
+                self.world.barrier()
+                for i in range(messages + 3):  # 3 warm-up messages
+                    if self.rank == 0:
+                        if pause:
+                            time.sleep(pause / 1e6)
+                        g.broadcast_object({"t": time.monotonic_ns(), "blob": blob}, src=0)
+                    else:
+                        got = g.broadcast_object(None, src=0)
+                        if i >= 3:
+                            latencies.append((time.monotonic_ns() - got["t"]) / 1e3)
+                mine = [float(np.percentile(latencies, q)) if latencies else 0.0 for q in (50, 99)]
+                p50, p99 = self.all_floats(mine).max(axis=0)
+                row[p] = {"p50_us": float(p50), "p99_us": float(p99)}
+            rows.append(row)
+            if self.rank == 0:
+                mq, cpu = row["mq"], row["cpu"]
+                print(f"  {size // 1024:3d} KiB pause {pause:6d} us: mq p50 {mq['p50_us']:8.1f} "
+                      f"p99 {mq['p99_us']:8.1f} | cpu p50 {cpu['p50_us']:8.1f} "
+                      f"p99 {cpu['p99_us']:8.1f} | cpu/mq p50 {cpu['p50_us'] / mq['p50_us']:.1f}x",
+                      flush=True)
+        return {"name": f"paced {size // 1024} KiB", "rows": rows}
+
     def print_section(self, sec: dict) -> None:
         print(f"{sec['name']}  ({self.ws} ranks, other={sec['other_cores']:.2f} cores, "
               f"{sec['wall_s']:.1f} s)")
@@ -264,7 +301,11 @@ def main() -> None:
     parser.add_argument("--target-ms", type=float, default=200.0, help="work per path per round")
     parser.add_argument("--min-calls", type=int, default=30)
     parser.add_argument("--max-calls", type=int, default=5000)
-    parser.add_argument("--sections", default="object1k,object64k,tensor_dict")
+    parser.add_argument("--sections", default="object1k,object64k,tensor_dict",
+                        help="also: paced1k, paced64k (the writer pauses --pauses-us before "
+                             "each message; one-way latency)")
+    parser.add_argument("--pauses-us", default="0,50,200,1000,2000,5000,20000")
+    parser.add_argument("--messages", type=int, default=200, help="per pause and path (paced)")
     parser.add_argument("--report", nargs="+", metavar="JSON",
                         help="print the runs' figures as one markdown table, and exit")
     args = parser.parse_args()
@@ -302,6 +343,11 @@ def main() -> None:
             sec["arrays"] = sum(isinstance(v, np.ndarray) for v in payload.values())
             sec["array_bytes"] = sum(v.nbytes for v in payload.values()
                                      if isinstance(v, np.ndarray))
+        elif name in ("paced1k", "paced64k"):
+            if bench.rank == 0:
+                print(f"paced broadcast_object ({bench.ws} ranks), slowest reader:", flush=True)
+            pauses = [int(x) for x in args.pauses_us.split(",")]
+            sec = bench.paced(1024 if name == "paced1k" else 64 * 1024, pauses, args.messages)
         else:
             raise SystemExit(f"unknown section {name!r}")
         sections.append(sec)

@@ -68,9 +68,9 @@ class GroupCoordinator {
   /// deadline of every operation of the new groups; std::nullopt: world_timeout(). Every rank
   /// passes the same value.
   ///
-  /// `use_message_queue_broadcaster` is accepted and recorded; broadcast_object currently always
-  /// travels over the CPU group (the coordinator routes it through an optional ObjectBroadcaster
-  /// that a shared-memory message queue will provide).
+  /// `use_message_queue_broadcaster` (vLLM's mq_broadcaster): with more than one rank the group
+  /// makes a MessageQueue written by group rank 0, and broadcast_object from rank 0 goes through
+  /// it (has_mq_broadcaster() says when); other sources use the CPU group.
   GroupCoordinator(std::vector<std::vector<int>> group_ranks, int local_rank, std::string backend,
                    bool use_device_communicator, bool use_message_queue_broadcaster = false,
                    std::optional<std::string> group_name = std::nullopt, bool use_all2all = false,
