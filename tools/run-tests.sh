@@ -27,13 +27,16 @@ if [ $# -eq 0 ] && [ "$GROUPCOORD_PRESET" = default ]; then
   "$GROUPCOORD_ROOT/tools/two-hosts-test.sh" "$build_dir" || status=1
   "$GROUPCOORD_ROOT/tools/valgrind-check.sh" || status=1
   "$GROUPCOORD_ROOT/tools/run-fuzz.sh" 20 || status=1
-  # The fuzz build is clang with ASan+UBSan: the store, ring and fault tests run on it too.
-  gc_log "ASan+UBSan (clang, build-fuzz/): test_store test_shm_ring test_faults"
-  cmake --build "$GROUPCOORD_ROOT/build-fuzz" -j "$(nproc)" \
-    --target test_store test_shm_ring test_faults >/dev/null || status=1
+  # The fuzz build is clang with ASan+UBSan: the store, ring, futex-wait, queue-control and fault
+  # tests run on it too.
+  ASAN_TESTS="test_store test_shm_ring test_wake_word test_queue_control test_faults"
+  gc_log "ASan+UBSan (clang, build-fuzz/): $ASAN_TESTS"
+  # shellcheck disable=SC2086  # a list of targets
+  cmake --build "$GROUPCOORD_ROOT/build-fuzz" -j "$(nproc)" --target $ASAN_TESTS >/dev/null ||
+    status=1
   (cd "$GROUPCOORD_ROOT/build-fuzz" &&
     ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-    ctest --output-on-failure -j "$(nproc)" -R '^(test_store|test_shm_ring|test_faults)$') ||
+    ctest --output-on-failure -j "$(nproc)" -R "^(${ASAN_TESTS// /|})\$") ||
     status=1
 fi
 
