@@ -21,13 +21,13 @@ using QueuePtr = std::shared_ptr<MessageQueue>;
 
 void enqueue(const QueuePtr& q, py::object obj, py::object timeout) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.enqueue");
-  run_blocking(BlockingKind::Wait, [q, data = dumps(obj), bound] { q->enqueue(data, bound); });
+  call_waiting_in_shared_memory([&q, data = dumps(obj), bound] { q->enqueue(data, bound); });
 }
 
 py::object dequeue(const QueuePtr& q, py::object timeout, bool indefinite) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.dequeue");
-  Bytes data = call_blocking(BlockingKind::Wait,
-                             [q, bound, indefinite] { return q->dequeue(bound, indefinite); });
+  Bytes data = call_waiting_in_shared_memory(
+      [&q, bound, indefinite] { return q->dequeue(bound, indefinite); });
   return loads(data);
 }
 
@@ -42,7 +42,7 @@ py::object broadcast_object(const QueuePtr& q, py::object obj) {
 
 void wait_until_ready(const QueuePtr& q, py::object timeout) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.wait_until_ready");
-  run_blocking(BlockingKind::Wait, [q, bound] { q->wait_until_ready(bound); });
+  call_waiting_in_shared_memory([&q, bound] { q->wait_until_ready(bound); });
 }
 
 py::object create(py::object pg, std::size_t max_chunk_bytes, std::size_t max_chunks,

@@ -19,9 +19,11 @@ py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, i
   const bool is_src = c.rank_in_group() == src;
   std::optional<Bytes> data;
   if (is_src) data = dumps(obj);
-  Bytes out = call_blocking(BlockingKind::Wait, [g, data = std::move(data), src] {
-    return g->get().broadcast_object(data, src);
-  });
+  auto call = [g, data = std::move(data), src] { return g->get().broadcast_object(data, src); };
+  // Through the coordinator's queue every wait is on shared memory (no helper thread needed).
+  Bytes out = src == 0 && c.has_mq_broadcaster()
+                  ? call_waiting_in_shared_memory(std::move(call))
+                  : call_blocking(BlockingKind::Wait, std::move(call));
   if (is_src) return py::reinterpret_borrow<py::object>(obj);
   return loads(out);
 }

@@ -1,6 +1,6 @@
 """Ctrl-C (SIGINT) interrupts a blocking call on the main thread: KeyboardInterrupt within a second
-or two, for a rendezvous waiting on the store, a recv waiting on a peer, and (when asked for) an
-all_reduce waiting on a peer. Runs child processes with their own tcp:// world, so only in the
+or two, for a rendezvous waiting on the store, a recv waiting on a peer, a message queue's dequeue
+waiting for its writer, and (when asked for) an all_reduce waiting on a peer. Runs child processes with their own tcp:// world, so only in the
 world-size-1 run."""
 
 from __future__ import annotations
@@ -62,6 +62,20 @@ else:
 """
 
 
+# A reader of a queue whose writer (in the same process) never writes: the dequeue sleeps on the
+# segment's futex and must still run the signal handlers.
+QUEUE_WAIT = PRELUDE + """
+writer = gc.MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=4, timeout=60)
+reader = gc.MessageQueue.create_from_handle(writer.export_handle(), 0, timeout=60)
+print("ready", flush=True)
+try:
+    reader.dequeue()
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    raise
+"""
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -101,6 +115,15 @@ def check_interrupted(child: subprocess.Popen, elapsed: float) -> None:
 
 def test_sigint_interrupts_store_wait() -> None:
     child = spawn(STORE_WAIT, f"tcp://127.0.0.1:{free_port()}")
+    try:
+        check_interrupted(child, interrupt_when_blocked(child))
+    finally:
+        child.kill()
+
+
+def test_sigint_interrupts_queue_wait() -> None:
+    """dequeue waits on this thread (no helper thread), asleep on a futex: still interruptible."""
+    child = spawn(QUEUE_WAIT)
     try:
         check_interrupted(child, interrupt_when_blocked(child))
     finally:

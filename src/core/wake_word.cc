@@ -8,9 +8,13 @@
 
 #include <algorithm>
 #include <climits>
+#include <utility>
 
 namespace groupcoord {
 namespace shm {
+
+/// The innermost ScopedWaitInterrupt's check of this thread, or null.
+thread_local const std::function<void()>* t_interrupt = nullptr;
 
 namespace {
 
@@ -74,6 +78,7 @@ bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline&
     if (on_long_wait && warn_every.count() > 0) {
       limit = std::min<std::chrono::nanoseconds>(limit, next_warning - elapsed);
     }
+    if (t_interrupt != nullptr) (*t_interrupt)();  // may throw: the wait ends
     const std::uint32_t sequence = word.sequence.load(std::memory_order_acquire);
     SleeperCount counted(word);
     if (ready()) return true;
@@ -91,4 +96,12 @@ void notify_waiters(WakeWord& word) {
 }
 
 }  // namespace shm
+
+ScopedWaitInterrupt::ScopedWaitInterrupt(std::function<void()> check)
+    : check_(std::move(check)), previous_(shm::t_interrupt) {
+  shm::t_interrupt = &check_;
+}
+
+ScopedWaitInterrupt::~ScopedWaitInterrupt() { shm::t_interrupt = previous_; }
+
 }  // namespace groupcoord

@@ -29,6 +29,7 @@
 #include <functional>
 
 #include "core/deadline.h"
+#include "groupcoord/wait_interrupt.h"
 
 namespace groupcoord {
 namespace shm {
@@ -58,7 +59,8 @@ struct WaitTuning {
   std::chrono::milliseconds max_sleep{20};
 };
 
-/// Polls `ready` (spin, yield, then futex sleeps on `word`) until it returns true (returns true)
+/// Polls `ready` (spin, yield, then futex sleeps on `word`; the thread's ScopedWaitInterrupt check,
+/// groupcoord/wait_interrupt.h, before each sleep) until it returns true (returns true)
 /// or `deadline` expires (returns false after one last look). Exceptions from `ready` propagate.
 /// Every `warn_every` of waiting, `on_long_wait(elapsed)` is called (may be empty).
 bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline& deadline,
