@@ -40,6 +40,10 @@ class SleeperCount {
  public:
   explicit SleeperCount(WakeWord& word) : word_(word) {
     word_.sleepers.fetch_add(1, std::memory_order_seq_cst);
+    // The waiter's half of the barrier pair (the header): its next look at the condition comes
+    // after the count is visible, also where a seq_cst RMW alone would not order a later
+    // acquire load (the C++ model; x86 and ARMv8 already do).
+    std::atomic_thread_fence(std::memory_order_seq_cst);
   }
   ~SleeperCount() { word_.sleepers.fetch_sub(1, std::memory_order_relaxed); }
   SleeperCount(const SleeperCount&) = delete;
