@@ -76,7 +76,7 @@ bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline&
       sched_yield();
       continue;
     }
-    // Sleep until rung, the deadline, the next warning or kMaxSleep, whichever comes first.
+    // Sleep until rung, the deadline, the next warning or tuning.max_sleep, whichever is first.
     std::chrono::nanoseconds limit = tuning.max_sleep;
     limit = std::min<std::chrono::nanoseconds>(limit, deadline.remaining_precise());
     if (on_long_wait && warn_every.count() > 0) {

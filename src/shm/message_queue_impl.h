@@ -72,9 +72,7 @@ struct MessageQueue::Impl {
     return {&cancelled, quiet ? std::chrono::milliseconds(0) : warn_every};
   }
   /// Throws "cancelled" once shutdown() was called.
-  void check_not_cancelled(const char* op) const {
-    if (cancelled.load(std::memory_order_acquire)) shm::throw_cancelled(name, op);
-  }
+  void check_not_cancelled(const char* op) const { wait_options().throw_if_cancelled(name, op); }
   /// GROUPCOORD_RINGBUFFER_WARNING_INTERVAL (seconds, as vLLM's VLLM_RINGBUFFER_WARNING_INTERVAL),
   /// else 60 s; std::invalid_argument naming the variable for anything but a positive number.
   static std::chrono::milliseconds default_warning_interval();

@@ -11,7 +11,8 @@
 namespace groupcoord {
 namespace shm {
 
-void throw_cancelled(const std::string& label, const char* op) {
+void WaitOptions::throw_if_cancelled(const std::string& label, const char* op) const {
+  if (cancelled == nullptr || !cancelled->load(std::memory_order_acquire)) return;
   GC_THROW(DistributedError, label, ": ", op,
            ": cancelled (the queue was shut down in this process)");
 }

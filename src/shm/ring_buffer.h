@@ -96,10 +96,11 @@ struct WaitOptions {
   const std::atomic<bool>* cancelled = nullptr;
   /// Interval of the long-wait log lines; zero: none (dequeue(indefinite=true)).
   std::chrono::milliseconds warn_every{60000};
-};
 
-/// Throws DistributedError "<label>: <op>: cancelled (...)" (the wait's queue was shut down).
-[[noreturn]] void throw_cancelled(const std::string& label, const char* op);
+  /// Throws DistributedError "<label>: <op>: cancelled (...)" once `cancelled` is set (the
+  /// wait's queue was shut down).
+  void throw_if_cancelled(const std::string& label, const char* op) const;
+};
 
 /// The writer's or a reader's mapping of one ring.
 class ShmRingBuffer {

@@ -50,9 +50,7 @@ void RingReader::check_writer_alive(const char* op) {
 const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op,
                                         const WaitOptions& options) {
   auto ready = [&] {
-    if (options.cancelled != nullptr && options.cancelled->load(std::memory_order_acquire)) {
-      throw_cancelled(label_, op);
-    }
+    options.throw_if_cancelled(label_, op);
     if (is_readable()) return true;
     check_writer_alive(op);
     return false;

@@ -47,9 +47,7 @@ void RingWriter::wait_free(std::size_t count, const Deadline& deadline, const ch
   for (std::size_t ahead = 0; ahead < count; ++ahead) {
     const std::size_t chunk = index(ahead);
     auto ready = [&] {
-      if (options.cancelled != nullptr && options.cancelled->load(std::memory_order_acquire)) {
-        throw_cancelled(label_, op);
-      }
+      options.throw_if_cancelled(label_, op);
       if (is_free(ahead)) return true;
       check_readers_alive(chunk, op);
       return false;
