@@ -45,8 +45,29 @@ class CpuAllocator final : public Allocator {
 /// uninstalls: CUDA then has no allocator, the CPU falls back to the default CpuAllocator.
 void set_allocator(DeviceType type, std::shared_ptr<Allocator> allocator);
 
-/// The allocator installed for `type` (thread-safe), or nullptr if none is.
-/// The CPU always has one (the default CpuAllocator unless an engine installed another).
+/// The allocator Tensor::empty on this thread uses for `type`: the innermost ScopedAllocator's
+/// on this thread, else the installed one (thread-safe), else nullptr. The CPU always has one
+/// (the default CpuAllocator unless an engine installed another).
 std::shared_ptr<Allocator> get_allocator(DeviceType type);
+
+/// While it lives, Tensor::empty on the constructing thread takes its `type` blocks from
+/// `allocator` instead of the installed one; other threads are unaffected. A language binding
+/// uses it to put one call's results in its caller's allocator (for torch: torch's caching
+/// allocator, hence torch's graph pool during a CUDA graph capture) without installing that
+/// allocator for everyone. Scopes nest; each restores the one it replaced. Destroy it on the
+/// thread that made it, in reverse order of construction (it is a stack guard, not movable).
+class ScopedAllocator {
+ public:
+  /// Throws std::invalid_argument when `allocator` is null.
+  ScopedAllocator(DeviceType type, std::shared_ptr<Allocator> allocator);
+  ~ScopedAllocator();
+  ScopedAllocator(const ScopedAllocator&) = delete;
+  ScopedAllocator& operator=(const ScopedAllocator&) = delete;
+
+ private:
+  DeviceType type_;
+  std::shared_ptr<Allocator> allocator_;
+  const std::shared_ptr<Allocator>* previous_;
+};
 
 }  // namespace groupcoord

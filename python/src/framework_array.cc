@@ -95,6 +95,7 @@ struct TorchApi {
 
 /// cupy's, likewise.
 struct CupyApi {
+  py::object module;
   PyObject* ndarray_type;         ///< cupy.ndarray (its constructor is what cupy.empty calls)
   py::object get_current_stream;  ///< cupy.cuda.get_current_stream
   py::object get_device;          ///< cupy.cuda.runtime.getDevice
@@ -122,7 +123,7 @@ CupyApi* cupy_api() {
   if (!cupy || !py::hasattr(cupy, "ndarray") || !py::hasattr(cupy, "cuda")) return nullptr;
   py::object cuda = cupy.attr("cuda");
   api =
-      new CupyApi{py::object(cupy.attr("ndarray")).release().ptr(), cuda.attr("get_current_stream"),
+      new CupyApi{cupy, py::object(cupy.attr("ndarray")).release().ptr(), cuda.attr("get_current_stream"),
                   cuda.attr("runtime").attr("getDevice"), cuda.attr("Device")};
   return api;
 }
@@ -350,6 +351,34 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
   *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, like_tensor.dtype(),
                             like_tensor.device());
   return out;
+}
+
+py::object framework_block(Framework framework, Device device, std::size_t nbytes, void** data) {
+  py::object block;
+  if (framework == Framework::Torch) {
+    const TorchApi* torch = torch_api();
+    GC_CHECK(torch != nullptr, "framework_block: torch is not imported");
+    const TorchApi& api = *torch;
+    // torch.empty(nbytes, dtype=torch.uint8, device=torch.device("cuda", index))
+    py::object torch_device = api.module.attr("device")("cuda", device.index);
+    block = api.module.attr("empty")(nbytes, py::arg("dtype") = api.module.attr("uint8"),
+                                     py::arg("device") = torch_device);
+    *data = reinterpret_cast<void*>(to_address(call_method(block.ptr(), names().data_ptr)));
+  } else {
+    const CupyApi* cupy = cupy_api();
+    GC_CHECK(cupy != nullptr, "framework_block: cupy is not imported");
+    const CupyApi& api = *cupy;
+    block = on_cupy_device(api, device.index,
+                           [&] { return py::object(api.module.attr("cuda").attr("alloc")(nbytes)); });
+    *data = reinterpret_cast<void*>(to_address(get_attr(block.ptr(), names().ptr)));
+  }
+  return block;
+}
+
+std::optional<Framework> framework_named(const ArrayLibrary& library) {
+  if (library.name == "torch") return Framework::Torch;
+  if (library.name == "cupy") return Framework::Cupy;
+  return std::nullopt;
 }
 
 const ArrayLibrary& framework_library(Framework framework) {

@@ -23,7 +23,9 @@
 
 #include <pybind11/pybind11.h>
 
+#include <cstddef>
 #include <cstdint>
+#include <optional>
 
 #include "array_library.h"
 #include "groupcoord/tensor.h"
@@ -66,6 +68,16 @@ std::uintptr_t framework_call_stream(pybind11::handle stream, Framework framewor
 pybind11::object framework_empty(Framework framework, pybind11::handle like,
                                  const Tensor& like_tensor, pybind11::handle dtype_object,
                                  const Shape& shape, pybind11::handle shape_object, Tensor* view);
+
+/// A new uninitialised block of `nbytes` bytes on CUDA device `device` from `framework`'s
+/// allocator (torch: torch.empty(nbytes, dtype=torch.uint8) on torch's current stream; cupy:
+/// cupy.cuda.alloc(nbytes) on that device); `*data` is set to its address. The returned object
+/// owns the block. Needs the GIL and the framework imported.
+pybind11::object framework_block(Framework framework, Device device, std::size_t nbytes,
+                                 void** data);
+
+/// The framework named by an array library ("torch", "cupy"), nullopt for any other.
+std::optional<Framework> framework_named(const ArrayLibrary& library);
 
 /// "torch" or "cupy" as an array library (for results that still go through DLPack).
 const ArrayLibrary& framework_library(Framework framework);

@@ -30,6 +30,7 @@ pybind11::tuple op_dispatch_router_logits(const OpTarget<T>& g, pybind11::handle
   ImportedArray r =
       import_array(router_logits, {g.label, op, "router_logits"}, Access::Read, stream);
   std::vector<ImportedArray> ex = import_extra(extra, g.label, op, stream);
+  FrameworkResults results(h.library, h.tensor.device());
   DispatchRouterLogitsResult out =
       call_blocking(kind_for(h.tensor), [t = g.target, keep = g.keep, hx = h.tensor, rx = r.tensor,
                                          exs = tensors_of(ex), is_sequence_parallel, s = h.stream] {
@@ -54,6 +55,7 @@ pybind11::tuple op_dispatch(const OpTarget<T>& g, pybind11::handle hidden_states
   ImportedArray w = import_array(topk_weights, {g.label, op, "topk_weights"}, Access::Read, stream);
   ImportedArray i = import_array(topk_ids, {g.label, op, "topk_ids"}, Access::Read, stream);
   std::vector<ImportedArray> ex = import_extra(extra, g.label, op, stream);
+  FrameworkResults results(h.library, h.tensor.device());
   DispatchResult out = call_blocking(
       kind_for(h.tensor), [t = g.target, keep = g.keep, hx = h.tensor, wx = w.tensor, ix = i.tensor,
                            exs = tensors_of(ex), is_sequence_parallel, s = h.stream] {
@@ -72,6 +74,7 @@ pybind11::object op_combine(const OpTarget<T>& g, pybind11::handle hidden_states
                             bool is_sequence_parallel, pybind11::handle stream) {
   ImportedArray h =
       import_array(hidden_states, {g.label, "combine", "hidden_states"}, Access::Read, stream);
+  FrameworkResults results(h.library, h.tensor.device());
   Tensor out = call_blocking(kind_for(h.tensor), [t = g.target, keep = g.keep, hx = h.tensor,
                                                   is_sequence_parallel, s = h.stream] {
     return with_stream(hx.device(), s, [&] { return t->combine(hx, is_sequence_parallel); });

@@ -6,7 +6,9 @@
 // torch and cupy CUDA inputs are borrowed (framework_array.h): the calls that enqueue CUDA work run
 // inline, so the caller's arrays outlive every use of the views. all_reduce, all_gather and
 // reduce_scatter write into `out=` or into an array of the caller's library (output_arg.h) and
-// return it; no call waits on the host for the GPU.
+// return it; the results of the other calls on such arrays (recv too, when its result is theirs)
+// come from the same library's allocator (framework_allocator.h). No call waits on the host for
+// the GPU.
 //
 // Every body captures what it uses by value, including `keep` (the Python-side owner of the
 // target), because an interrupted call keeps running after the caller has returned.
@@ -23,6 +25,7 @@
 #include "array_import.h"
 #include "blocking_call.h"
 #include "dtype_arg.h"
+#include "framework_allocator.h"
 #include "groupcoord/device_communicator.h"
 #include "groupcoord/group_coordinator.h"
 #include "output_arg.h"
@@ -144,6 +147,7 @@ pybind11::object op_all_reduce(const OpTarget<T>& g, pybind11::handle input, pyb
     return run_into(g, in, std::move(*o),
                     [](T& t, const Tensor& x, const Tensor& y) { t.all_reduce(x, y); });
   }
+  FrameworkResults results(in.library, in.tensor.device());
   Tensor result = run_op(
       kind_for(in.tensor), g,
       [](T& t, const Tensor& x, const StreamHandle& s) {
@@ -164,6 +168,7 @@ pybind11::object op_all_gather(const OpTarget<T>& g, pybind11::handle input, int
     return run_into(g, in, std::move(*o),
                     [dim](T& t, const Tensor& x, const Tensor& y) { t.all_gather(x, dim, y); });
   }
+  FrameworkResults results(in.library, in.tensor.device());
   Tensor result = run_op(
       kind_for(in.tensor), g,
       [dim](T& t, const Tensor& x, const StreamHandle& s) {
@@ -184,6 +189,7 @@ pybind11::object op_reduce_scatter(const OpTarget<T>& g, pybind11::handle input,
     return run_into(g, in, std::move(*o),
                     [dim](T& t, const Tensor& x, const Tensor& y) { t.reduce_scatter(x, dim, y); });
   }
+  FrameworkResults results(in.library, in.tensor.device());
   Tensor result = run_op(
       kind_for(in.tensor), g,
       [dim](T& t, const Tensor& x, const StreamHandle& s) {
@@ -210,6 +216,7 @@ pybind11::object op_reduce_scatterv(const OpTarget<T>& g, pybind11::handle input
     } catch (const std::invalid_argument&) {
     }
   }
+  FrameworkResults results(in.library, in.tensor.device());
   Tensor out = run_op(
       kind_for(in.tensor), g,
       [dim](T& t, const Tensor& x, const StreamHandle& s,
@@ -235,6 +242,7 @@ pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, in
       } catch (const std::invalid_argument&) {
       }
     }
+    FrameworkResults results(in.library, in.tensor.device());
     Tensor out = run_op(
         kind_for(in.tensor), g,
         [dim](T& t, const Tensor& x, const StreamHandle& s,
@@ -252,6 +260,7 @@ pybind11::object op_all_gatherv(const OpTarget<T>& g, pybind11::handle input, in
     xs.push_back(ins.back().tensor);
   }
   GC_CHECK(!xs.empty(), g.label, ".all_gatherv: input_ is an empty list");
+  FrameworkResults results(ins.front().library, xs.front().device());
   std::vector<Tensor> outs = run_op(
       kind_for_all(xs), g,
       [dim](T& t, const std::vector<Tensor>& xs, const StreamHandle& s,
@@ -269,6 +278,7 @@ pybind11::object op_gather(const OpTarget<T>& g, pybind11::handle input, int dst
                            pybind11::handle stream) {
   ImportedArray in =
       import_array(input, {g.label, "gather", "input_"}, Access::Read, stream, Ownership::Borrowed);
+  FrameworkResults results(in.library, in.tensor.device());
   std::optional<Tensor> out = run_op(
       kind_for(in.tensor), g,
       [dst, dim](T& t, const Tensor& x, const StreamHandle& s) {
@@ -322,6 +332,7 @@ pybind11::object op_recv(const OpTarget<T>& g, Device device, pybind11::handle s
                                     : library_or_default(optional_library(array_library), device);
   const StreamHandle s = resolve_stream(stream, &library, device);
   const BlockingKind kind = device.is_cuda() ? BlockingKind::Enqueue : BlockingKind::Wait;
+  FrameworkResults results(&library, device);
   Tensor out = call_blocking(
       kind, [t = g.target, keep = g.keep, shape, type, s, device, r = optional_rank(src)] {
         return with_stream(device, s, [&] { return t->recv(shape, type, r); });

@@ -112,6 +112,16 @@ class _Capture:
         _synchronize()
 
 
+def _gathered_rows(n: int) -> list:
+    """Rows each rank gives the uneven all_gatherv: one fewer on odd ranks."""
+    return [ROWS - q % 2 for q in range(n)]
+
+
+def _scattered_rows(n: int) -> list:
+    """Rows each rank gets from the uneven reduce_scatterv: rank 0 one more, rank 1 one fewer."""
+    return [ROWS + (1 if q == 0 else -1 if q == 1 else 0) if n > 1 else ROWS for q in range(n)]
+
+
 def _expected(n: int, rank: int) -> Dict[str, Callable[[int], np.ndarray]]:
     """What each captured op's result holds after replay `replay` (flat)."""
     s = n * (n + 1) / 2  # sum of (q + 1) over the ranks
@@ -131,10 +141,21 @@ def _expected(n: int, rank: int) -> Dict[str, Callable[[int], np.ndarray]]:
     def scattered(replay: int) -> np.ndarray:
         return replay * s + n * (rank * BLOCK + i)
 
+    def gathered_unevenly(replay: int) -> np.ndarray:
+        return np.concatenate([(q + 1) * replay + np.arange(rows * COLS)
+                               for q, rows in enumerate(_gathered_rows(n))])
+
+    def scattered_unevenly(replay: int) -> np.ndarray:
+        rows = _scattered_rows(n)
+        first = sum(rows[:rank]) * COLS
+        return replay * s + n * (first + np.arange(rows[rank] * COLS))
+
     return {
         "all_reduce": reduced, "all_reduce out=": reduced, "all_gather dim 0": rows,
         "all_gather dim -1": cols, "reduce_scatter": scattered, "all_gatherv": rows,
         "reduce_scatterv": scattered, "broadcast": lambda replay: replay + i,
+        "all_gatherv list": rows, "all_gatherv uneven": gathered_unevenly,
+        "reduce_scatterv uneven": scattered_unevenly,
         "recv": lambda replay: ((rank - 1) % n + 1) * replay + i,
     }
 
@@ -159,6 +180,12 @@ def _capture_every_op(comm: Any, inputs: Dict[str, Any], out: Any) -> Dict[str, 
         "reduce_scatter": comm.reduce_scatter(wide, 0),
         "all_gatherv": comm.all_gatherv(x, 0, sizes=[ROWS] * n),
         "reduce_scatterv": comm.reduce_scatterv(wide, 0, sizes=[ROWS] * n),
+        # Results the C++ library allocates (framework_allocator.h): from 2 ranks on, uneven
+        # sizes take the v-variants' own path; a list always does.
+        "all_gatherv list": comm.all_gatherv([x], 0)[0],
+        "all_gatherv uneven": comm.all_gatherv(x[: _gathered_rows(n)[me]], 0,
+                                               sizes=_gathered_rows(n)),
+        "reduce_scatterv uneven": comm.reduce_scatterv(wide, 0, sizes=_scattered_rows(n)),
         "broadcast": comm.broadcast(inputs["broadcast"], 0),
     }
 

@@ -92,6 +92,61 @@ def test_results_are_allocated_by_torch(target: Any, op: str) -> None:
     assert torch.equal(y, expected)
 
 
+@requires_torch_cuda
+@pytest.mark.parametrize("op", ["all_gatherv list", "all_gatherv uneven", "reduce_scatterv uneven",
+                                "gather", "recv"])
+def test_results_the_library_allocates_come_from_torch_too(target: Any, op: str) -> None:
+    """The calls whose result the C++ library allocates (lists, uneven sizes, gather, recv) take
+    it from torch's allocator while they run on torch tensors (framework_allocator.h): it counts
+    in torch.cuda.memory_allocated() while held, and goes back when dropped."""
+    torch = _torch()
+    ws, me = target.world_size, target.rank_in_group
+    if op == "recv" and ws == 1:
+        pytest.skip("recv needs a peer")
+    n = 8 * MIB // 4
+    rows = n // ws
+    # Uneven from 2 ranks on: rank 0 one more than its share, rank 1 one fewer.
+    sizes = [rows + (1 if q == 0 else -1 if q == 1 else 0) if ws > 1 else rows for q in range(ws)]
+    inputs = {"all_gatherv list": full(me + 1, rows), "all_gatherv uneven": full(me + 1, sizes[me]),
+              "reduce_scatterv uneven": full(me + 1, n), "gather": full(me + 1, rows),
+              "recv": full(me + 1, rows)}
+    x = inputs[op]
+    torch.cuda.synchronize()
+    before = torch.cuda.memory_allocated()
+    if op == "all_gatherv list":
+        (y,) = target.all_gatherv([x], 0)
+        expected = torch.cat([full(r + 1, rows) for r in range(ws)])
+    elif op == "all_gatherv uneven":
+        y = target.all_gatherv(x, 0, sizes)
+        expected = torch.cat([full(r + 1, sizes[r]) for r in range(ws)])
+    elif op == "reduce_scatterv uneven":
+        y = target.reduce_scatterv(x, 0, sizes)
+        expected = full(rank_sum(target), sizes[me])
+    elif op == "gather":
+        y = target.gather(x, 0)
+        expected = torch.cat([full(r + 1, rows) for r in range(ws)]) if me == 0 else None
+    else:  # a ring; rank 0 sends first so that no two blocking calls face each other
+        after, before_rank = (me + 1) % ws, (me - 1) % ws
+        if me == 0:
+            target.send(x, after)
+            y = target.recv((rows,), torch.float32, before_rank)
+        else:
+            y = target.recv((rows,), torch.float32, before_rank)
+            target.send(x, after)
+        expected = full(before_rank + 1, rows)
+    grown = torch.cuda.memory_allocated() - before
+    if expected is None:  # gather's non-destination ranks get nothing
+        assert y is None
+        return
+    assert isinstance(y, torch.Tensor) and y.device == x.device and y.dtype == x.dtype
+    assert grown >= y.numel() * y.element_size(), (op, grown, y.numel() * y.element_size())
+    assert torch.equal(y, expected), op
+    held = torch.cuda.memory_allocated()
+    del y
+    torch.cuda.synchronize()
+    assert torch.cuda.memory_allocated() <= held - rows * 4, op
+
+
 # ---- no host synchronisation -----------------------------------------------------------------
 
 def no_sync_calls(target: Any) -> dict[str, Callable[[Any], Any]]:

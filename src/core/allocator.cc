@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <mutex>
 #include <new>
+#include <stdexcept>
 
 namespace groupcoord {
 namespace {
@@ -23,6 +24,11 @@ Registry& registry() {
   static Registry* instance = new Registry();  // never destroyed: tensors may die after main
   return *instance;
 }
+
+/// This thread's innermost ScopedAllocator per DeviceType (null: none), indexed by the type.
+thread_local const std::shared_ptr<Allocator>* t_scoped[2] = {nullptr, nullptr};
+
+std::size_t slot_index(DeviceType type) { return type == DeviceType::CPU ? 0 : 1; }
 
 }  // namespace
 
@@ -56,9 +62,22 @@ void set_allocator(DeviceType type, std::shared_ptr<Allocator> allocator) {
 }
 
 std::shared_ptr<Allocator> get_allocator(DeviceType type) {
+  if (const std::shared_ptr<Allocator>* scoped = t_scoped[slot_index(type)]) return *scoped;
   Registry& reg = registry();
   std::lock_guard<std::mutex> lock(reg.mutex);
   return reg.slot(type);
 }
+
+ScopedAllocator::ScopedAllocator(DeviceType type, std::shared_ptr<Allocator> allocator)
+    : type_(type), allocator_(std::move(allocator)), previous_(t_scoped[slot_index(type)]) {
+  if (allocator_ == nullptr) {
+    throw std::invalid_argument(type == DeviceType::CPU
+                                    ? "ScopedAllocator: the allocator for cpu is null"
+                                    : "ScopedAllocator: the allocator for cuda is null");
+  }
+  t_scoped[slot_index(type_)] = &allocator_;
+}
+
+ScopedAllocator::~ScopedAllocator() { t_scoped[slot_index(type_)] = previous_; }
 
 }  // namespace groupcoord

@@ -299,6 +299,38 @@ TEST_F(AllocatorTest, ZeroByteTensorsGoThroughTheAllocator) {
   EXPECT_EQ(counting->last_nbytes, 0u);
 }
 
+TEST_F(AllocatorTest, ScopedAllocatorServesOnlyItsThreadAndNests) {
+  auto installed = std::make_shared<CountingAllocator>();
+  auto outer = std::make_shared<CountingAllocator>();
+  auto inner = std::make_shared<CountingAllocator>();
+  set_allocator(DeviceType::CUDA, installed);
+  Tensor kept;
+  {
+    ScopedAllocator scope(DeviceType::CUDA, outer);
+    EXPECT_EQ(get_allocator(DeviceType::CUDA), outer);
+    EXPECT_NE(get_allocator(DeviceType::CPU), outer);  // another type keeps its own
+    {
+      ScopedAllocator nested(DeviceType::CUDA, inner);
+      Tensor::empty({2}, DType::Float32, Device::cuda(0));
+    }
+    kept = Tensor::empty({4}, DType::Float32, Device::cuda(0));
+    std::thread other([] { Tensor::empty({8}, DType::Float32, Device::cuda(0)); });
+    other.join();
+  }
+  EXPECT_EQ(inner->allocations, 1);
+  EXPECT_EQ(inner->deallocations, 1);
+  EXPECT_EQ(outer->allocations, 1);
+  EXPECT_EQ(installed->allocations, 1);  // the other thread's
+  EXPECT_EQ(installed->last_nbytes, 32u);
+  EXPECT_EQ(get_allocator(DeviceType::CUDA), installed);
+  // A block outlives its scope and still goes back to the allocator that made it.
+  kept = Tensor();
+  EXPECT_EQ(outer->deallocations, 1);
+  EXPECT_EQ(installed->deallocations, 1);
+  expect_invalid([] { ScopedAllocator null_scope(DeviceType::CPU, nullptr); },
+                 "ScopedAllocator: the allocator for cpu is null");
+}
+
 TEST_F(AllocatorTest, SetAndGetFromManyThreads) {
   auto a = std::make_shared<CountingAllocator>();
   auto b = std::make_shared<CountingAllocator>();
