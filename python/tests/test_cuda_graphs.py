@@ -250,3 +250,28 @@ def test_graph_results_come_from_torchs_graph_pool(fresh: Any) -> None:
     torch.cuda.synchronize()
     assert y.data_ptr() == address
     assert torch.equal(y, torch.full_like(x, float(fresh.world_size)))
+
+
+@requires_flavour("torch-cuda", "cupy")
+def test_a_failed_capture_leaves_the_communicator_usable(fresh: Any) -> None:
+    """A capture the caller's own mistake invalidates (a host synchronisation inside it) leaves
+    the communicator working for eager calls and for a new capture."""
+    me, n = fresh.rank_in_group, fresh.world_size
+    inputs = {"x": _empty((ROWS, COLS))}
+    _write_inputs(inputs, me, 1)
+    _synchronize()
+    expected = _expected(n, me)["all_reduce"]
+    broken = _Capture()
+    with pytest.raises(Exception):
+        with broken:
+            fresh.all_reduce(inputs["x"])
+            _synchronize()  # illegal while capturing: invalidates the capture
+    eager = fresh.all_reduce(inputs["x"])
+    assert np.array_equal(to_numpy(eager).reshape(-1), expected(1)), "eager after the failure"
+    graph = _Capture()
+    with graph:
+        captured = fresh.all_reduce(inputs["x"])
+    _write_inputs(inputs, me, 3)
+    _synchronize()
+    graph.replay()
+    assert np.array_equal(to_numpy(captured).reshape(-1), expected(3)), "a new capture"

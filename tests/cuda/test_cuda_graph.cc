@@ -123,6 +123,23 @@ std::vector<CapturedOp> capture_every_op(CudaCommunicator& c, const ReplayInputs
   ops.push_back({"reduce_scatter", c.reduce_scatter(in.wide, 0), scattered});
   ops.push_back({"all_gatherv", c.all_gatherv(in.x, 0, uniform), gathered_rows});
   ops.push_back({"reduce_scatterv", c.reduce_scatterv(in.wide, 0, uniform), scattered});
+  // Uneven sizes (from 2 ranks on) take the v-variants' own path and allocate their results:
+  // odd ranks give one row fewer; rank 0 gets one row more, rank 1 one fewer.
+  std::vector<std::int64_t> given(n), got(n);
+  for (int q = 0; q < n; ++q) {
+    given[q] = kRows - q % 2;
+    got[q] = n == 1 ? kRows : kRows + (q == 0 ? 1 : q == 1 ? -1 : 0);
+  }
+  ops.push_back({"all_gatherv uneven", c.all_gatherv(in.x.narrow(0, 0, given[r]), 0, given),
+                 [=](int replay, std::int64_t i) {
+                   int q = 0;
+                   while (i >= given[q] * kCols) i -= given[q++] * kCols;
+                   return (q + 1) * replay + static_cast<double>(i);
+                 }});
+  std::int64_t first = 0;
+  for (int q = 0; q < r; ++q) first += got[q];
+  ops.push_back({"reduce_scatterv uneven", c.reduce_scatterv(in.wide, 0, got),
+                 [=](int replay, std::int64_t i) { return reduced(replay, first * kCols + i); }});
   ops.push_back({"broadcast", c.broadcast(in.broadcast_buffer, 0),
                  [](int replay, std::int64_t i) { return replay + i; }});
   if (n == 2) {
