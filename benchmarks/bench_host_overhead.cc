@@ -54,6 +54,7 @@
 #include "cuda/device_guard.h"
 #include "cuda/nccl_api.h"
 #include "cuda/nccl_comm.h"
+#include "cuda/steady_nanoseconds.h"
 #include "groupcoord/cuda/stream.h"
 #include "groupcoord/groupcoord.h"
 #include "groupcoord/parallel_state.h"
@@ -269,10 +270,17 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
   Tensor none = Tensor::empty({0}, DType::Float32, device);
   const double checks = per_call([&] { comm.all_reduce(none, none); });
   cudaStreamSynchronize(stream);
+  // The clocks an operation's deadline could be read from (a VM's clock source decides whether
+  // the fine one is a vDSO read or a system call).
+  volatile std::int64_t sink = 0;
+  const double fine_clock =
+      per_call([&] { sink = Clock::now().time_since_epoch().count(); });
+  const double coarse_clock = per_call([&] { sink = gc::cuda::coarse_steady_nanoseconds(); });
   std::printf("breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
               "cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f, "
-              "comm.all_reduce(out) of 0 elements %.0f\n",
-              record, capturing, get_device, empty, checks);
+              "comm.all_reduce(out) of 0 elements %.0f, steady_clock::now %.0f, "
+              "CLOCK_MONOTONIC_COARSE %.0f\n",
+              record, capturing, get_device, empty, checks, fine_clock, coarse_clock);
   cudaEventDestroy(event);
 }
 

@@ -44,7 +44,7 @@ void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call,
   // One lock for the call and its tracking: the ring has one producer at a time. The operation's
   // deadline counts from the start of the call.
   std::lock_guard<std::mutex> serial(call_mutex_);
-  const std::int64_t now_ns = steady_nanoseconds();
+  const std::int64_t now_ns = coarse_steady_nanoseconds();
   const ncclResult_t result = call_nccl_serialised(op, timeout_, call, false, now_ns);
   if (result != ncclSuccess) fail_call(op, result);
   track(op, stream, now_ns, keepalive, released);
@@ -72,7 +72,7 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
 ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit,
                                  NcclCallRef call, bool teardown) {
   std::lock_guard<std::mutex> serial(call_mutex_);
-  return call_nccl_serialised(op, limit, call, teardown, steady_nanoseconds());
+  return call_nccl_serialised(op, limit, call, teardown, coarse_steady_nanoseconds());
 }
 
 ncclResult_t NcclComm::call_nccl_serialised(const char* op, std::chrono::milliseconds limit,

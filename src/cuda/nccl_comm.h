@@ -189,7 +189,7 @@ class NcclComm {
   /// destroy() may still use it) or was broken during it.
   ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
                          bool teardown = false);
-  /// call_nccl for a caller that holds call_mutex_; `now_ns` is steady_nanoseconds() at the call.
+  /// call_nccl for a caller that holds call_mutex_; `now_ns` is coarse_steady_nanoseconds() at the call.
   ncclResult_t call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
                                     NcclCallRef call, bool teardown, std::int64_t now_ns);
   /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted

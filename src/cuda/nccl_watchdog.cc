@@ -87,7 +87,7 @@ void NcclComm::watchdog_loop() {
 
 void NcclComm::check_watched_call() {
   const std::int64_t deadline = watched_deadline_.load(std::memory_order_acquire);
-  if (deadline == 0 || steady_nanoseconds() < deadline) return;
+  if (deadline == 0 || coarse_steady_nanoseconds() < deadline) return;
   const char* op = watched_op_.load(std::memory_order_relaxed);
   break_comm(true, std::string(op != nullptr ? op : "an NCCL call") +
                        " did not return from NCCL within the group's timeout of " +
@@ -116,7 +116,7 @@ void NcclComm::watchdog_check() {
     failure = std::string(scan.failed_op) + " failed on the GPU: " + cuda_error_text(scan.failure);
   } else if (scan.oldest_op != nullptr) {
     const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
-        std::chrono::nanoseconds(steady_nanoseconds() - scan.oldest_enqueued_ns));
+        std::chrono::nanoseconds(coarse_steady_nanoseconds() - scan.oldest_enqueued_ns));
     if (age > timeout_) {
       timed_out = true;
       failure = std::string(scan.oldest_op) + " did not complete within the group's timeout of " +
