@@ -29,15 +29,49 @@ class Allocator {
 
 /// The default host allocator: 64-byte aligned blocks (a cache line, and enough for any SIMD
 /// load). A 0-byte request yields a valid, distinct, non-null 64-byte block.
+///
+/// Blocks of kCacheMinBytes and more are cached when freed and handed out again for a request of
+/// the same size class (sizes rounded up to a sixteenth of their power of two, so at most ~6 %
+/// over the request). Without the cache every such block would be a fresh mmap from the C
+/// library (its threshold is 128 KiB) whose pages fault in on first touch: at 256 KiB that cost
+/// ~80 µs per call on the development VM, more than the all_reduce that produced the result.
+/// The cache holds at most max_cached_bytes (the oldest use does not matter: a block that does
+/// not fit is freed); release_cached() empties it. Thread-safe.
 class CpuAllocator final : public Allocator {
  public:
   /// Byte alignment of every block.
   static constexpr std::size_t kAlignment = 64;
+  /// Smallest block that is cached when freed (smaller ones come from malloc's own free lists).
+  static constexpr std::size_t kCacheMinBytes = std::size_t{128} << 10;
+  /// Default bound of the cached bytes.
+  static constexpr std::size_t kDefaultMaxCachedBytes = std::size_t{256} << 20;
 
-  /// Allocates with 64-byte alignment; throws std::bad_alloc on failure.
+  explicit CpuAllocator(std::size_t max_cached_bytes = kDefaultMaxCachedBytes);
+  /// Frees the cached blocks.
+  ~CpuAllocator() override;
+  CpuAllocator(const CpuAllocator&) = delete;
+  CpuAllocator& operator=(const CpuAllocator&) = delete;
+
+  /// Allocates with 64-byte alignment (from the cache when it holds a block of the size class);
+  /// throws std::bad_alloc on failure.
   void* allocate(std::size_t nbytes, Device device) override;
-  /// Frees a block from allocate().
+  /// Gives a block from allocate() back: to the cache when it is large enough and fits under the
+  /// bound, else to the C library.
   void deallocate(void* ptr, std::size_t nbytes, Device device) override;
+
+  /// Frees every cached block; returns the bytes released.
+  std::size_t release_cached();
+  /// Bytes held in the cache now.
+  std::size_t cached_bytes() const;
+  std::size_t max_cached_bytes() const { return max_cached_bytes_; }
+
+  /// The capacity of the block that serves a request of `nbytes` (its size class).
+  static std::size_t block_bytes(std::size_t nbytes);
+
+ private:
+  struct Cache;
+  std::size_t max_cached_bytes_;
+  std::unique_ptr<Cache> cache_;
 };
 
 /// Installs `allocator` for every later Tensor::empty on `type` (thread-safe). Tensors already

@@ -6,6 +6,8 @@
 #include <mutex>
 #include <new>
 #include <stdexcept>
+#include <unordered_map>
+#include <vector>
 
 namespace groupcoord {
 namespace {
@@ -32,19 +34,88 @@ std::size_t slot_index(DeviceType type) { return type == DeviceType::CPU ? 0 : 1
 
 }  // namespace
 
+/// Freed large blocks by size class.
+struct CpuAllocator::Cache {
+  mutable std::mutex mutex;
+  std::unordered_map<std::size_t, std::vector<void*>> blocks;
+  std::size_t bytes = 0;
+};
+
+CpuAllocator::CpuAllocator(std::size_t max_cached_bytes)
+    : max_cached_bytes_(max_cached_bytes), cache_(std::make_unique<Cache>()) {}
+
+CpuAllocator::~CpuAllocator() { release_cached(); }
+
+std::size_t CpuAllocator::block_bytes(std::size_t nbytes) {
+  if (nbytes == 0) return kAlignment;
+  if (nbytes < kCacheMinBytes) return (nbytes + kAlignment - 1) / kAlignment * kAlignment;
+  // A sixteenth of the power of two at or above the request: at most ~6 % over it.
+  std::size_t power = kCacheMinBytes;
+  while (power < nbytes) {
+    if (power > SIZE_MAX / 2) throw std::bad_alloc();
+    power *= 2;
+  }
+  const std::size_t step = power / 16;
+  return (nbytes + step - 1) / step * step;
+}
+
 void* CpuAllocator::allocate(std::size_t nbytes, Device /*device*/) {
   // aligned_alloc wants a size that is a multiple of the alignment; rounding 0 up to one block
   // gives every allocation a distinct, valid address.
   if (nbytes > SIZE_MAX - kAlignment) throw std::bad_alloc();
-  const std::size_t rounded =
-      nbytes == 0 ? kAlignment : (nbytes + kAlignment - 1) / kAlignment * kAlignment;
-  void* ptr = std::aligned_alloc(kAlignment, rounded);
-  if (ptr == nullptr) throw std::bad_alloc();
+  const std::size_t bytes = block_bytes(nbytes);
+  if (bytes >= kCacheMinBytes) {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    auto it = cache_->blocks.find(bytes);
+    if (it != cache_->blocks.end() && !it->second.empty()) {
+      void* ptr = it->second.back();
+      it->second.pop_back();
+      cache_->bytes -= bytes;
+      return ptr;
+    }
+  }
+  void* ptr = std::aligned_alloc(kAlignment, bytes);
+  if (ptr == nullptr) {
+    // Memory held by the cache may be what is missing.
+    if (release_cached() == 0) throw std::bad_alloc();
+    ptr = std::aligned_alloc(kAlignment, bytes);
+    if (ptr == nullptr) throw std::bad_alloc();
+  }
   return ptr;
 }
 
-void CpuAllocator::deallocate(void* ptr, std::size_t /*nbytes*/, Device /*device*/) {
+void CpuAllocator::deallocate(void* ptr, std::size_t nbytes, Device /*device*/) {
+  if (ptr == nullptr) return;
+  const std::size_t bytes = block_bytes(nbytes);
+  if (bytes >= kCacheMinBytes) {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    if (cache_->bytes + bytes <= max_cached_bytes_) {
+      cache_->blocks[bytes].push_back(ptr);
+      cache_->bytes += bytes;
+      return;
+    }
+  }
   std::free(ptr);
+}
+
+std::size_t CpuAllocator::release_cached() {
+  std::unordered_map<std::size_t, std::vector<void*>> blocks;
+  std::size_t released = 0;
+  {
+    std::lock_guard<std::mutex> lock(cache_->mutex);
+    blocks.swap(cache_->blocks);
+    released = cache_->bytes;
+    cache_->bytes = 0;
+  }
+  for (auto& [bytes, ptrs] : blocks) {
+    for (void* ptr : ptrs) std::free(ptr);
+  }
+  return released;
+}
+
+std::size_t CpuAllocator::cached_bytes() const {
+  std::lock_guard<std::mutex> lock(cache_->mutex);
+  return cache_->bytes;
 }
 
 void set_allocator(DeviceType type, std::shared_ptr<Allocator> allocator) {

@@ -248,6 +248,43 @@ TEST_F(AllocatorTest, CpuAllocatorAlignsAndHandlesZeroBytes) {
   EXPECT_THROW(allocator.allocate(SIZE_MAX - 10, Device::cpu()), std::bad_alloc);
 }
 
+TEST_F(AllocatorTest, CpuAllocatorCachesLargeBlocksBySizeClass) {
+  CpuAllocator allocator(std::size_t{4} << 20);
+  const std::size_t big = std::size_t{256} << 10;
+  EXPECT_EQ(CpuAllocator::block_bytes(big), big);
+  EXPECT_EQ(CpuAllocator::block_bytes(big + 1), big + (big * 2) / 16);  // a 16th of 512 KiB
+  EXPECT_EQ(CpuAllocator::block_bytes(100), 128u);
+  void* a = allocator.allocate(big, Device::cpu());
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(a) % 64, 0u);
+  std::memset(a, 0x5A, big);
+  allocator.deallocate(a, big, Device::cpu());
+  EXPECT_EQ(allocator.cached_bytes(), big);
+  // The same size class comes back from the cache; another class does not take it.
+  void* other = allocator.allocate(big + (big * 2) / 16, Device::cpu());
+  EXPECT_NE(other, a);
+  void* again = allocator.allocate(big - 100, Device::cpu());
+  EXPECT_EQ(again, a);
+  EXPECT_EQ(allocator.cached_bytes(), 0u);
+  allocator.deallocate(again, big - 100, Device::cpu());
+  allocator.deallocate(other, big + (big * 2) / 16, Device::cpu());
+  EXPECT_EQ(allocator.cached_bytes(), big + big + (big * 2) / 16);
+  // Small blocks are never cached.
+  allocator.deallocate(allocator.allocate(1000, Device::cpu()), 1000, Device::cpu());
+  EXPECT_EQ(allocator.cached_bytes(), big + big + (big * 2) / 16);
+  // The bound: a block that does not fit under it is freed, not cached.
+  const std::size_t huge = std::size_t{4} << 20;
+  allocator.deallocate(allocator.allocate(huge, Device::cpu()), huge, Device::cpu());
+  EXPECT_LE(allocator.cached_bytes(), allocator.max_cached_bytes());
+  EXPECT_EQ(allocator.cached_bytes(), big + big + (big * 2) / 16);
+  EXPECT_EQ(allocator.release_cached(), big + big + (big * 2) / 16);
+  EXPECT_EQ(allocator.cached_bytes(), 0u);
+  // A cache of 0 bytes caches nothing.
+  CpuAllocator uncached(0);
+  uncached.deallocate(uncached.allocate(big, Device::cpu()), big, Device::cpu());
+  EXPECT_EQ(uncached.cached_bytes(), 0u);
+}
+
 TEST_F(AllocatorTest, TensorsReturnMemoryToTheirAllocator) {
   auto counting = std::make_shared<CountingAllocator>();
   set_allocator(DeviceType::CPU, counting);
