@@ -26,8 +26,8 @@ bool interpreter_finalizing() {
 struct FrameworkAllocator::State {
   mutable std::mutex mutex;
   std::unordered_map<void*, PyObject*> live;  ///< address -> owning framework object (a reference)
-  std::vector<PyObject*> released;  ///< given back without the GIL, not yet dropped
-  bool drop_scheduled = false;      ///< a Py_AddPendingCall for `released` is queued
+  std::vector<PyObject*> released;            ///< given back without the GIL, not yet dropped
+  bool drop_scheduled = false;                ///< a Py_AddPendingCall for `released` is queued
 
   /// Drops every released object. Needs the GIL.
   void drop_released() {
@@ -49,10 +49,10 @@ struct FrameworkAllocator::State {
 
 const std::shared_ptr<Allocator>& FrameworkAllocator::of(Framework framework) {
   // Leaked: blocks may be given back after static destruction has begun.
-  static auto* torch = new std::shared_ptr<Allocator>(
-      std::make_shared<FrameworkAllocator>(Framework::Torch));
-  static auto* cupy = new std::shared_ptr<Allocator>(
-      std::make_shared<FrameworkAllocator>(Framework::Cupy));
+  static auto* torch =
+      new std::shared_ptr<Allocator>(std::make_shared<FrameworkAllocator>(Framework::Torch));
+  static auto* cupy =
+      new std::shared_ptr<Allocator>(std::make_shared<FrameworkAllocator>(Framework::Cupy));
   return framework == Framework::Torch ? *torch : *cupy;
 }
 
@@ -77,7 +77,8 @@ void* FrameworkAllocator::allocate(std::size_t nbytes, Device device) {
 void FrameworkAllocator::deallocate(void* ptr, std::size_t nbytes, Device device) {
   PyObject* object = nullptr;
   bool schedule = false;
-  const bool has_gil = Py_IsInitialized() && !interpreter_finalizing() && PyGILState_Check() != 0;
+  const bool interpreter_alive = Py_IsInitialized() && !interpreter_finalizing();
+  const bool has_gil = interpreter_alive && PyGILState_Check() != 0;
   {
     std::lock_guard<std::mutex> lock(state_->mutex);
     auto it = state_->live.find(ptr);
@@ -85,7 +86,7 @@ void FrameworkAllocator::deallocate(void* ptr, std::size_t nbytes, Device device
               device.str(), ") was not allocated by this allocator");
     object = it->second;
     state_->live.erase(it);
-    if (!Py_IsInitialized() || interpreter_finalizing()) return;  // leaked, see the header
+    if (!interpreter_alive) return;  // leaked, see the header
     if (!has_gil) {
       state_->released.push_back(object);
       schedule = !state_->drop_scheduled;

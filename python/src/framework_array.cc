@@ -122,9 +122,9 @@ CupyApi* cupy_api() {
   py::object cupy = imported_module(names().cupy);
   if (!cupy || !py::hasattr(cupy, "ndarray") || !py::hasattr(cupy, "cuda")) return nullptr;
   py::object cuda = cupy.attr("cuda");
-  api =
-      new CupyApi{cupy, py::object(cupy.attr("ndarray")).release().ptr(), cuda.attr("get_current_stream"),
-                  cuda.attr("runtime").attr("getDevice"), cuda.attr("Device")};
+  api = new CupyApi{cupy, py::object(cupy.attr("ndarray")).release().ptr(),
+                    cuda.attr("get_current_stream"), cuda.attr("runtime").attr("getDevice"),
+                    cuda.attr("Device")};
   return api;
 }
 
@@ -368,8 +368,9 @@ py::object framework_block(Framework framework, Device device, std::size_t nbyte
     const CupyApi* cupy = cupy_api();
     GC_CHECK(cupy != nullptr, "framework_block: cupy is not imported");
     const CupyApi& api = *cupy;
-    block = on_cupy_device(api, device.index,
-                           [&] { return py::object(api.module.attr("cuda").attr("alloc")(nbytes)); });
+    block = on_cupy_device(api, device.index, [&] {
+      return py::object(api.module.attr("cuda").attr("alloc")(nbytes));
+    });
     *data = reinterpret_cast<void*>(to_address(get_attr(block.ptr(), names().ptr)));
   }
   return block;

@@ -122,6 +122,14 @@ def _scattered_rows(n: int) -> list:
     return [ROWS + (1 if q == 0 else -1 if q == 1 else 0) if n > 1 else ROWS for q in range(n)]
 
 
+def _capture_all_reduce(comm: Any, x: Any) -> Tuple["_Capture", Any]:
+    """A new graph holding one all_reduce of `x`, and its result."""
+    graph = _Capture()
+    with graph:
+        result = comm.all_reduce(x)
+    return graph, result
+
+
 def _expected(n: int, rank: int) -> Dict[str, Callable[[int], np.ndarray]]:
     """What each captured op's result holds after replay `replay` (flat)."""
     s = n * (n + 1) / 2  # sum of (q + 1) over the ranks
@@ -220,9 +228,7 @@ def test_every_op_of_a_fresh_communicator_is_captured_on_its_first_call(fresh: A
         _check(results, expected, replay)
 
     # A second graph on the same communicator, then both replayed, then eager calls.
-    second = _Capture()
-    with second:
-        again = fresh.all_reduce(inputs["x"])
+    second, again = _capture_all_reduce(fresh, inputs["x"])
     _write_inputs(inputs, me, 7)
     _synchronize()
     second.replay()
@@ -268,9 +274,7 @@ def test_a_failed_capture_leaves_the_communicator_usable(fresh: Any) -> None:
             _synchronize()  # illegal while capturing: invalidates the capture
     eager = fresh.all_reduce(inputs["x"])
     assert np.array_equal(to_numpy(eager).reshape(-1), expected(1)), "eager after the failure"
-    graph = _Capture()
-    with graph:
-        captured = fresh.all_reduce(inputs["x"])
+    graph, captured = _capture_all_reduce(fresh, inputs["x"])
     _write_inputs(inputs, me, 3)
     _synchronize()
     graph.replay()
