@@ -1,9 +1,10 @@
 // Tensor: a shared-ownership view of an n-d array (docs/architecture.md). It is what collectives read
 // and write, and what crosses the C++/Python boundary through DLPack.
 //
-// A Tensor is a small value (shape, strides, offset, dtype, device) plus a reference-counted
-// handle on the memory it views. Copying a Tensor is cheap and shares the memory; views
-// (narrow, movedim, reshape when possible) share it too. Strides and the storage offset are in
+// A Tensor is a small value (offset, dtype, device) plus two reference-counted handles: one on
+// the memory it views and one on its shape and strides. Copying a Tensor allocates nothing and
+// shares both (collectives copy their results and keepalives on every call); views (narrow,
+// movedim, reshape when possible) share the memory and get a layout of their own. Strides and the storage offset are in
 // elements, as in torch and DLPack.
 #pragma once
 
@@ -72,15 +73,15 @@ class Tensor {
   /// True unless default-constructed.
   bool defined() const { return defined_; }
   /// Sizes, outermost first.
-  const Shape& shape() const { return shape_; }
+  const Shape& shape() const { return layout_ ? layout_->shape : no_shape(); }
   /// Strides in elements.
-  const Shape& strides() const { return strides_; }
+  const Shape& strides() const { return layout_ ? layout_->strides : no_shape(); }
   /// Size of dimension `dim`; negative dims count from the end (-1 is the last).
   std::int64_t size(int dim) const;
   /// Stride of dimension `dim`, in elements; negative dims count from the end.
   std::int64_t stride(int dim) const;
   /// Number of dimensions.
-  int dim() const { return static_cast<int>(shape_.size()); }
+  int dim() const { return static_cast<int>(shape().size()); }
   /// Number of elements (1 for a 0-d tensor).
   std::int64_t numel() const;
   /// numel() * element_size(): the bytes of the elements, not of the memory they span.
@@ -137,13 +138,20 @@ class Tensor {
 
   /// Throws std::invalid_argument naming `op` if this tensor is undefined.
   void check_defined(const char* op) const;
+  /// The (empty) shape and strides of an undefined tensor.
+  static const Shape& no_shape();
+
+  /// Sizes and strides, immutable once made, shared by every copy of the tensor.
+  struct Layout {
+    Shape shape;
+    Shape strides;
+  };
 
   /// Keeps the memory alive (null for a non-owning view of engine memory).
   std::shared_ptr<void> owner_;
   /// Byte address of storage element 0 (before the storage offset).
   void* base_ = nullptr;
-  Shape shape_;
-  Shape strides_;
+  std::shared_ptr<const Layout> layout_;
   std::int64_t offset_ = 0;
   DType dtype_ = DType::Float32;
   Device device_;

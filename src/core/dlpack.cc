@@ -91,7 +91,7 @@ Tensor Tensor::from_dlpack(DLManagedTensor* managed) {
 DLManagedTensor* Tensor::to_dlpack() const {
   check_defined("Tensor::to_dlpack");
   const DLPackTypeCode code = dtype_to_dlpack(dtype_);
-  auto* context = new ExportContext{*this, shape_, strides_, {}};
+  auto* context = new ExportContext{*this, shape(), strides(), {}};
   DLManagedTensor& managed = context->managed;
   managed.dl_tensor.data = data_ptr();
   managed.dl_tensor.device = device_to_dlpack(device_);

@@ -67,8 +67,7 @@ Tensor::Tensor(std::shared_ptr<void> owner, void* base, Shape shape, Shape strid
                std::int64_t offset, DType dtype, Device device)
     : owner_(std::move(owner)),
       base_(base),
-      shape_(std::move(shape)),
-      strides_(std::move(strides)),
+      layout_(std::make_shared<const Layout>(Layout{std::move(shape), std::move(strides)})),
       offset_(offset),
       dtype_(dtype),
       device_(device),
@@ -83,7 +82,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
            device_type_name(device.type), "; install one with set_allocator");
   void* ptr = allocator->allocate(nbytes, device);
   // If making the control block throws, shared_ptr hands `ptr` to the deleter: no leak.
-  std::shared_ptr<void> owner(ptr, AllocatorDeleter{allocator, nbytes, device});
+  std::shared_ptr<void> owner(ptr, AllocatorDeleter{std::move(allocator), nbytes, device});
   GC_ASSERT(ptr != nullptr || nbytes == 0, "Tensor::empty: allocator for ", device.str(),
             " returned nullptr for ", nbytes, " bytes");
   return Tensor(std::move(owner), ptr, shape, detail::compact_strides(shape), 0, dtype, device);
@@ -114,29 +113,34 @@ Tensor Tensor::from_blob(void* ptr, const Shape& shape, const Shape& strides, DT
   return Tensor(std::move(owner), ptr, shape, strides, 0, dtype, device);
 }
 
+const Shape& Tensor::no_shape() {
+  static const Shape empty;
+  return empty;
+}
+
 void Tensor::check_defined(const char* op) const {
   GC_CHECK(defined_, op, ": the tensor is undefined (default-constructed)");
 }
 
 std::int64_t Tensor::size(int dim) const {
   check_defined("Tensor::size");
-  return shape_[detail::wrap_dim(dim, this->dim(), "Tensor::size")];
+  return shape()[detail::wrap_dim(dim, this->dim(), "Tensor::size")];
 }
 
 std::int64_t Tensor::stride(int dim) const {
   check_defined("Tensor::stride");
-  return strides_[detail::wrap_dim(dim, this->dim(), "Tensor::stride")];
+  return strides()[detail::wrap_dim(dim, this->dim(), "Tensor::stride")];
 }
 
 std::int64_t Tensor::numel() const {
   std::int64_t numel = 1;
-  for (std::int64_t size : shape_) numel *= size;  // validated when the shape was made
+  for (std::int64_t size : shape()) numel *= size;  // validated when the shape was made
   return numel;
 }
 
 std::size_t Tensor::nbytes() const { return static_cast<std::size_t>(numel()) * element_size(); }
 
-bool Tensor::is_contiguous() const { return detail::is_compact(shape_, strides_); }
+bool Tensor::is_contiguous() const { return detail::is_compact(shape(), strides()); }
 
 void* Tensor::data_ptr() const {
   check_defined("Tensor::data_ptr");
@@ -147,7 +151,7 @@ void* Tensor::data_ptr() const {
 std::string Tensor::str() const {
   if (!defined_) return "Tensor(undefined)";
   std::ostringstream out;
-  out << "Tensor(shape=" << detail::shape_str(shape_) << ", dtype=" << dtype_name(dtype_)
+  out << "Tensor(shape=" << detail::shape_str(shape()) << ", dtype=" << dtype_name(dtype_)
       << ", device=" << device_.str() << ")";
   return out.str();
 }
@@ -157,35 +161,35 @@ Tensor Tensor::movedim(int src, int dst) const {
   const int n = dim();
   src = detail::wrap_dim(src, n, "Tensor::movedim (source)");
   dst = detail::wrap_dim(dst, n, "Tensor::movedim (destination)");
-  Shape shape = shape_;
-  Shape strides = strides_;
+  Shape shape = this->shape();
+  Shape strides = this->strides();
   // Take `src` out and put it back at `dst`; the others keep their relative order.
   shape.erase(shape.begin() + src);
   strides.erase(strides.begin() + src);
-  shape.insert(shape.begin() + dst, shape_[src]);
-  strides.insert(strides.begin() + dst, strides_[src]);
+  shape.insert(shape.begin() + dst, this->shape()[src]);
+  strides.insert(strides.begin() + dst, this->strides()[src]);
   return Tensor(owner_, base_, std::move(shape), std::move(strides), offset_, dtype_, device_);
 }
 
 Tensor Tensor::narrow(int dim, std::int64_t start, std::int64_t length) const {
   check_defined("Tensor::narrow");
   const int d = detail::wrap_dim(dim, this->dim(), "Tensor::narrow");
-  const std::int64_t size = shape_[d];
+  const std::int64_t size = shape()[d];
   GC_CHECK(start >= -size && start <= size, "Tensor::narrow: start ", start,
            " out of range for dim ", dim, " of size ", size);
   if (start < 0) start += size;
   GC_CHECK(length >= 0 && length <= size - start, "Tensor::narrow: length ", length, " from start ",
            start, " exceeds dim ", dim, " of size ", size);
-  Shape shape = shape_;
+  Shape shape = this->shape();
   shape[d] = length;
-  return Tensor(owner_, base_, std::move(shape), strides_, offset_ + start * strides_[d], dtype_,
+  return Tensor(owner_, base_, std::move(shape), strides(), offset_ + start * strides()[d], dtype_,
                 device_);
 }
 
 Tensor Tensor::reshape(const Shape& shape) const {
   check_defined("Tensor::reshape");
   const Shape new_shape = detail::infer_shape(shape, numel(), "Tensor::reshape");
-  std::optional<Shape> strides = detail::view_strides(shape_, strides_, new_shape);
+  std::optional<Shape> strides = detail::view_strides(this->shape(), this->strides(), new_shape);
   if (strides) {
     return Tensor(owner_, base_, new_shape, std::move(*strides), offset_, dtype_, device_);
   }

@@ -36,7 +36,7 @@ Tensor Tensor::contiguous() const {
 Tensor Tensor::clone() const {
   check_defined("Tensor::clone");
   if (!device_.is_cpu()) device_copy_for("Tensor::clone", *this, *this);  // fail before allocating
-  Tensor copy = empty(shape_, dtype_, device_);
+  Tensor copy = empty(shape(), dtype_, device_);
   copy.copy_from(*this);
   return copy;
 }
@@ -44,12 +44,12 @@ Tensor Tensor::clone() const {
 Tensor& Tensor::copy_from(const Tensor& src) {
   check_defined("Tensor::copy_from");
   src.check_defined("Tensor::copy_from (source)");
-  GC_CHECK(shape_ == src.shape_, "Tensor::copy_from: shape mismatch, destination ",
-           detail::shape_str(shape_), " vs source ", detail::shape_str(src.shape_));
+  GC_CHECK(shape() == src.shape(), "Tensor::copy_from: shape mismatch, destination ",
+           detail::shape_str(shape()), " vs source ", detail::shape_str(src.shape()));
   GC_CHECK(dtype_ == src.dtype_, "Tensor::copy_from: dtype mismatch, destination ",
            dtype_name(dtype_), " vs source ", dtype_name(src.dtype_));
   if (device_.is_cpu() && src.device_.is_cpu()) {
-    detail::copy_strided(data_ptr(), strides_, src.data_ptr(), src.strides_, shape_,
+    detail::copy_strided(data_ptr(), strides(), src.data_ptr(), src.strides(), shape(),
                          element_size());
     return *this;
   }

@@ -5,6 +5,7 @@
 #include "communicator/dim_layout.h"
 #include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
+#include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
 #include "cuda/device_guard.h"
@@ -41,12 +42,13 @@ Tensor CudaCommunicator::reduce_all(const comm::OpLabel& where, const Tensor& in
   cuda::NcclComm& nc = *nccl_;
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   cuda::DeviceGuard guard(device_);
+  cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::CaptureStatusScope capture(stream, name_, " ", where.op);  // asked once per call
   if (auto routed = symmetric_all_reduce(where, input, out)) return *routed;
   Tensor compact;  // only for a strided input: no Tensor copy on the hot path
   const Tensor& in = input.is_contiguous() ? input : (compact = input.contiguous());
   const Tensor result = out.defined() ? out : Tensor::empty(in.shape(), in.dtype(), device_);
   if (in.numel() == 0) return result;
-  cudaStream_t stream = current_cuda_stream(device_);
   const std::size_t count = static_cast<std::size_t>(in.numel());
   nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
     return api.AllReduce(in.data_ptr(), result.data_ptr(), count, sum.type, sum.op, c, stream);
@@ -168,6 +170,7 @@ Tensor CudaCommunicator::broadcast(const Tensor& tensor, int src) {
 Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim, const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::CaptureStatusScope capture(stream, name_, " all_gather");  // asked once per call
   Tensor moved;  // only when dim 0 is not already the front of a compact tensor
   const Tensor& front = dim == 0 && input.is_contiguous()
                             ? input
@@ -197,6 +200,7 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
                                          const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
   cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::CaptureStatusScope capture(stream, name_, " ", where.op);  // asked once per call
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   Tensor moved;
   const Tensor& front = dim == 0 && input.is_contiguous()

@@ -5,9 +5,11 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -15,8 +17,33 @@
 
 #include "groupcoord/allocator.h"
 
+// This test binary counts the heap allocations of its threads while a HeapAllocationCount lives
+// (collectives copy tensors on every call, so a copy must not allocate).
+namespace {
+thread_local long* t_heap_allocations = nullptr;
+}  // namespace
+
+void* operator new(std::size_t nbytes) {
+  if (t_heap_allocations != nullptr) ++*t_heap_allocations;
+  if (void* p = std::malloc(nbytes == 0 ? 1 : nbytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
 namespace groupcoord {
 namespace {
+
+/// Counts this thread's `operator new` calls while it lives.
+class HeapAllocationCount {
+ public:
+  HeapAllocationCount() { t_heap_allocations = &count_; }
+  ~HeapAllocationCount() { t_heap_allocations = nullptr; }
+  long count() const { return count_; }
+
+ private:
+  long count_ = 0;
+};
 
 /// Expects `fn` to throw std::invalid_argument whose message contains `needle`.
 template <typename Fn>
@@ -52,6 +79,38 @@ TEST(Tensor, EmptyHasCompactLayout) {
   float* data = t.data_ptr<float>();
   for (int i = 0; i < 24; ++i) data[i] = static_cast<float>(i);
   EXPECT_EQ(data[23], 23.0f);
+}
+
+TEST(Tensor, CopiesShareTheLayoutAndAllocateNothing) {
+  const Tensor t = Tensor::empty({2, 3, 4}, DType::Float32);
+  const Tensor view = t.narrow(1, 1, 2);
+  long allocations = 0;
+  {
+    HeapAllocationCount count;
+    Tensor a = t;
+    Tensor b(view);
+    a = b;
+    b = t;
+    Tensor moved = std::move(a);
+    allocations = count.count();
+    EXPECT_EQ(moved.shape(), (Shape{2, 2, 4}));
+    EXPECT_EQ(moved.strides(), (Shape{12, 4, 1}));
+    EXPECT_EQ(moved.data_ptr(), view.data_ptr());
+    EXPECT_EQ(b.shape(), (Shape{2, 3, 4}));
+  }
+  EXPECT_EQ(allocations, 0);
+  // A view made from a copy has its own layout; the original's is untouched.
+  Tensor copy = t;
+  const Tensor narrowed = copy.narrow(0, 0, 1);
+  EXPECT_EQ(narrowed.shape(), (Shape{1, 3, 4}));
+  EXPECT_EQ(t.shape(), (Shape{2, 3, 4}));
+  EXPECT_EQ(copy.shape(), (Shape{2, 3, 4}));
+  // An undefined tensor has an empty shape and copies as undefined.
+  const Tensor undefined;
+  const Tensor undefined_copy = undefined;
+  EXPECT_FALSE(undefined_copy.defined());
+  EXPECT_TRUE(undefined_copy.shape().empty());
+  EXPECT_EQ(undefined_copy.dim(), 0);
 }
 
 TEST(Tensor, EmptyOfEveryDType) {
