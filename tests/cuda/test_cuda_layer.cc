@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cuda/abort_registry.h"
+#include "cuda/capture_status.h"
 #include "cuda_values.h"
 #include "groupcoord/cuda/allocator.h"
 #include "groupcoord/cuda/graph_capture.h"
@@ -147,6 +148,39 @@ TEST_F(CudaLayerGpu, GraphCaptureContextOwnsTheCurrentStream) {
   for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], static_cast<double>(i));
   GraphCaptureContext again(device_);
   EXPECT_EQ(again.stream(), capture_stream) << "one capture stream per thread and device";
+}
+
+TEST_F(CudaLayerGpu, CaptureStatusScopeAnswersForItsStreamOnlyAndNests) {
+  cudaStream_t a = nullptr, b = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking), cudaSuccess);
+  cudaGraph_t graph = nullptr;
+  {
+    const cuda::CaptureStatusScope on_a(a, "test");
+    EXPECT_FALSE(on_a.capturing());
+    // A capture begun inside the scope is not seen: the scope answers for `a`, CUDA is not asked.
+    ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+    EXPECT_FALSE(cuda::stream_is_capturing(a, "test"));
+    {
+      const cuda::CaptureStatusScope on_b(b, "test");
+      EXPECT_FALSE(on_b.capturing());
+      EXPECT_FALSE(cuda::stream_is_capturing(a, "test")) << "the outer scope still answers for a";
+      const cuda::CaptureStatusScope again_a(a, "test");
+      EXPECT_FALSE(again_a.capturing()) << "a nested scope of the same stream reuses the answer";
+    }
+  }
+  // Outside every scope CUDA is asked again.
+  EXPECT_TRUE(cuda::stream_is_capturing(a, "test"));
+  {
+    const cuda::CaptureStatusScope on_a(a, "test");
+    EXPECT_TRUE(on_a.capturing());
+    EXPECT_FALSE(cuda::stream_is_capturing(b, "test")) << "other streams are asked of CUDA";
+  }
+  ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess);
+  cudaGraphDestroy(graph);
+  EXPECT_FALSE(cuda::stream_is_capturing(a, "test"));
+  cudaStreamDestroy(a);
+  cudaStreamDestroy(b);
 }
 
 TEST_F(CudaLayerGpu, AllocatorFreesOnTheAllocationStream) {
