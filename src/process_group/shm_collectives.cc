@@ -7,13 +7,14 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <limits>
 #include <numeric>
 #include <sstream>
 #include <vector>
 
 #include "core/cross_memory.h"
-#include "core/shared_memory.h"
 #include "core/deadline.h"
+#include "core/shared_memory.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -93,6 +94,27 @@ bool switched_on(const char* name) {
 // False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
 bool enabled_here() { return switched_on("GROUPCOORD_CPU_SHM"); }
 
+// This rank's wish for the size (KiB) from which all_reduce reads the peers' memory directly
+// (INT32_MAX: never): GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB when set (0: never), else
+// kSingleCopyReduceBytes for groups of 2 and never for larger ones. The direct path was measured
+// faster at 2 ranks and slower at 4 ranks sharing 2 cores (docs/benchmarks/cpu_collectives.md).
+std::int32_t direct_all_reduce_kib(int size, const std::string& label) {
+  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
+  const std::int32_t fallback =
+      size == 2 ? static_cast<std::int32_t>(ShmCollectives::kSingleCopyReduceBytes >> 10) : kNever;
+  const char* value = std::getenv("GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB");
+  if (value == nullptr || *value == '\0') return fallback;
+  char* end = nullptr;
+  errno = 0;
+  const long kib = std::strtol(value, &end, 10);
+  if (errno != 0 || *end != '\0' || kib < 0 || kib > kNever) {
+    GC_LOG(Warn, label, ": GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB=", value,
+           " is not a size in KiB (0 or more); the default is used");
+    return fallback;
+  }
+  return kib == 0 ? kNever : static_cast<std::int32_t>(kib);
+}
+
 }  // namespace
 
 std::size_t ShmCollectives::segment_bytes(int size) {
@@ -140,27 +162,36 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
       reinterpret_cast<const RankLine*>(static_cast<const std::uint8_t*>(segment->data()) +
                                         static_cast<std::size_t>((rank + 1) % size) * kLine);
   std::uint64_t probe = 0;
-  const bool readable =
+  const bool reachable =
       switched_on("GROUPCOORD_CPU_SINGLE_COPY") &&
       shm::read_peer_memory(static_cast<pid_t>(next->pid),
                             reinterpret_cast<const void*>(next->probe), &probe, sizeof(probe)) &&
       probe == shm::kCrossMemoryProbe;
-  const bool single_copy = channel.all_reduce_min(readable ? 1 : 0) == 1;
+  const bool single_copy = channel.all_reduce_min(reachable ? 1 : 0) == 1;
+  // Every rank must take the same path for the same message: the smallest wish wins.
+  const std::int32_t direct_kib =
+      channel.all_reduce_min(direct_all_reduce_kib(size, health->label()));
+  const std::size_t direct_bytes =
+      !single_copy || direct_kib == std::numeric_limits<std::int32_t>::max()
+          ? std::numeric_limits<std::size_t>::max()
+          : static_cast<std::size_t>(direct_kib) << 10;
   GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name,
          single_copy ? ", single copy for large messages)" : ")");
-  return std::unique_ptr<ShmCollectives>(
-      new ShmCollectives(rank, size, std::move(health), timeout, std::move(segment), single_copy));
+  return std::unique_ptr<ShmCollectives>(new ShmCollectives(
+      rank, size, std::move(health), timeout, std::move(segment), single_copy, direct_bytes));
 }
 
 ShmCollectives::ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
                                std::chrono::milliseconds timeout,
-                               std::unique_ptr<shm::SharedMemory> segment, bool single_copy)
+                               std::unique_ptr<shm::SharedMemory> segment, bool single_copy,
+                               std::size_t direct_all_reduce_bytes)
     : rank_(rank),
       size_(size),
       health_(std::move(health)),
       timeout_(timeout),
       segment_(std::move(segment)),
-      single_copy_(single_copy) {}
+      single_copy_(single_copy),
+      direct_all_reduce_bytes_(direct_all_reduce_bytes) {}
 
 ShmCollectives::~ShmCollectives() = default;
 
@@ -266,15 +297,15 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
   }
 }
 
-void ShmCollectives::publish_address(int bank, const void* data, std::size_t bytes) {
+void ShmCollectives::publish_address(int bank, const void* data, std::size_t bytes, int index) {
   const BufferAddress address{reinterpret_cast<std::uint64_t>(data), bytes};
-  std::memcpy(slot(bank, rank_), &address, sizeof(address));
+  std::memcpy(slot(bank, rank_) + index * sizeof(address), &address, sizeof(address));
 }
 
 void ShmCollectives::read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes,
-                               const char* op) {
+                               const char* op, int index) {
   BufferAddress address{};
-  std::memcpy(&address, slot(bank, r), sizeof(address));
+  std::memcpy(&address, slot(bank, r) + index * sizeof(address), sizeof(address));
   GC_ASSERT(offset + bytes <= address.bytes, health_->label(), ": ", op, ": rank ", r,
             " published ", address.bytes, " bytes, ", offset + bytes, " wanted");
   const auto* line = reinterpret_cast<const RankLine*>(
@@ -374,12 +405,20 @@ class ShmCollectives::SlotReducer {
     for (int r = 0; r < owner_.size_; ++r) {
       parts_[r] = own != nullptr && r == owner_.rank_ ? own : owner_.slot(bank, r) + skip;
     }
+    combine(dst, n);
+  }
+
+  /// dst[0, n) = reduction over ranks r of part(r)[0, n), which the caller has set. Only part(0)
+  /// or part(1) may be dst itself (the pairwise kernels allow that).
+  void combine(void* dst, std::size_t n) {
     if (narrow_) return narrow_(dst, parts_, n);
     // The first pair straight into dst (one pass fewer than copying slot 0 first).
     fn_(dst, parts_[0], parts_[1], n);
     for (int r = 2; r < owner_.size_; ++r) fn_(dst, dst, parts_[r], n);
   }
 
+  /// Rank r's operand for combine().
+  const void*& part(int r) { return parts_[static_cast<std::size_t>(r)]; }
   std::size_t element() const { return element_; }
 
  private:
@@ -394,6 +433,9 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
                                 ReduceOp op) {
   SlotReducer reduce(*this, dtype, op);
   const std::size_t element = reduce.element();
+  if (count * element >= direct_all_reduce_bytes_) {
+    return all_reduce_direct(in, out, count, reduce);
+  }
 
   const std::size_t per_step = kChunkBytes / element;
   const auto* input = static_cast<const std::uint8_t*>(in);
@@ -448,6 +490,71 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
       }
     }
   }
+}
+
+void ShmCollectives::all_reduce_direct(const void* in, void* out, std::size_t count,
+                                       SlotReducer& reduce) {
+  const char* op = "all_reduce";
+  const std::size_t element = reduce.element();
+  const std::size_t total = count * element;
+  const auto* input = static_cast<const std::uint8_t*>(in);
+  auto* output = static_cast<std::uint8_t*>(out);
+  const std::size_t per_part = (count + size_ - 1) / size_;
+  auto part = [&](int r) {
+    const std::size_t from = std::min(count, r * per_part);
+    return std::make_pair(from * element, (std::min(count, from + per_part) - from) * element);
+  };
+  // Everyone says where its input (index 0) and its result (index 1) are.
+  const int bank = begin_step(op);
+  publish_address(bank, in, total, 0);
+  publish_address(bank, out, total, 1);
+  finish_step(op);
+
+  // Part rank_ of the result: every rank's part rank_ of its input, read straight from there,
+  // reduced in rank order (so the part is bit-identical to what the slot path gives).
+  const auto [from, length] = part(rank_);
+  const std::size_t piece_max = kDirectPieceBytes / element * element;
+  if (scratch_.size() < static_cast<std::size_t>(size_) * piece_max) {
+    scratch_.resize(static_cast<std::size_t>(size_) * piece_max);
+  }
+  auto scratch = [&](int r) { return scratch_.data() + static_cast<std::size_t>(r) * piece_max; };
+  for (std::size_t done = 0; done < length; done += piece_max) {
+    const std::size_t piece = std::min(piece_max, length - done);
+    std::uint8_t* dst = output + from + done;
+    const std::uint8_t* own = input + from + done;  // dst itself in place
+    if (own == dst && rank_ >= 2) {
+      // combine() lets only rank 0's or 1's operand be dst: a later rank keeps a copy of its own.
+      std::memcpy(scratch(rank_), own, piece);
+      own = scratch(rank_);
+    }
+    // While dst holds no operand, the first remote one of rank 0 or 1 is read straight into it.
+    bool dst_free = own != dst;
+    for (int r = 0; r < size_; ++r) {
+      if (r == rank_) {
+        reduce.part(r) = own;
+      } else if (dst_free && r <= 1) {
+        read_from(r, bank, from + done, dst, piece, op, 0);
+        reduce.part(r) = dst;
+        dst_free = false;
+      } else {
+        read_from(r, bank, from + done, scratch(r), piece, op, 0);
+        reduce.part(r) = scratch(r);
+      }
+    }
+    reduce.combine(dst, piece / element);
+  }
+  begin_step(op);  // every part reduced: the inputs are no longer read
+  finish_step(op);
+
+  // The other parts, from the results of the ranks that reduced them. (Reading, not writing
+  // into the peers: a rank that gave up on the step at its deadline may have freed its buffers,
+  // and a late peer must not write into that memory.)
+  for (int r = 0; r < size_; ++r) {
+    const auto [r_from, r_length] = part(r);
+    if (r != rank_ && r_length > 0) read_from(r, bank, r_from, output + r_from, r_length, op, 1);
+  }
+  begin_step(op);  // nobody returns (and reuses its result) while others read it
+  finish_step(op);
 }
 
 void ShmCollectives::reduce_scatter(const void* in, void* out,

@@ -25,6 +25,13 @@
 // every rank can read the others' memory (core/cross_memory.h, probed at set-up): each rank
 // publishes where its buffer is, the receivers copy straight from it, and a last step keeps every
 // buffer unchanged until its readers are done: one copy instead of two, as Open MPI does.
+// all_reduce of kSingleCopyReduceBytes and more does the same: every rank publishes its input and
+// its result; rank r reads part r of every other input (piece by piece) and reduces it in rank
+// order into its result; after a step every rank reads the other parts from the others' results;
+// a last step keeps everyone until those reads are done. No byte goes through the slots, whose
+// writes (lines the peers had just read) were where the slot path spent its time at 1 MiB and
+// more. A rank only ever reads a peer's memory, never writes it: a peer that gave up at its
+// deadline may have freed its buffers.
 //
 // Set-up is collective, over the group's Gloo context, when the group is created:
 // rank 0 creates the segment (owner-only, a unique name), broadcasts the name, the others map it,
@@ -70,8 +77,14 @@ class ShmCollectives {
   /// broadcast and all_gather / gather of this many bytes (per rank) and more copy straight from
   /// the peers' buffers (core/cross_memory.h) when every rank can, instead of through the slots.
   static constexpr std::size_t kSingleCopyBytes = std::size_t{64} << 10;
-  // all_reduce keeps the slots at every size: reading the peers' inputs directly and reducing
-  // was measured no faster here (2 ranks, 256 KiB - 16 MiB), the reduction being the cost.
+  /// In groups of 2, all_reduce of this many bytes and more reads the peers' inputs and results
+  /// directly (when every rank can) instead of going through the slots, whose writes are what
+  /// large all_reduces spent their time on (docs/benchmarks/cpu_collectives.md, session 9).
+  /// GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB sets the size for any group (0: never).
+  static constexpr std::size_t kSingleCopyReduceBytes = std::size_t{512} << 10;
+  /// The direct all_reduce reads and reduces the peers' operands in pieces of this many bytes (a
+  /// piece of every rank fits the caches).
+  static constexpr std::size_t kDirectPieceBytes = std::size_t{256} << 10;
 
   /// Runs a collective of the group's Gloo path (used for the set-up's name exchange and
   /// agreement): `broadcast(data, bytes, root)` and `all_reduce_min(value)`.
@@ -117,7 +130,7 @@ class ShmCollectives {
 
   ShmCollectives(int rank, int size, std::shared_ptr<GroupHealth> health,
                  std::chrono::milliseconds timeout, std::unique_ptr<shm::SharedMemory> segment,
-                 bool single_copy);
+                 bool single_copy, std::size_t direct_all_reduce_bytes);
 
   /// Bytes of the whole segment for `size` ranks.
   static std::size_t segment_bytes(int size);
@@ -140,11 +153,16 @@ class ShmCollectives {
   /// Waits until rank `only` (kEveryRank: every rank) has published `step`; throws (and marks the
   /// group broken) at the deadline, naming the ranks that did not.
   void wait_until(const char* op, std::uint64_t step, int only);
-  /// Single copy: writes where this rank's buffer is into its slot of `bank`.
-  void publish_address(int bank, const void* data, std::size_t bytes);
-  /// Single copy: reads `bytes` at `offset` of the buffer rank `r` published in `bank` into
-  /// `dst`; DistributedError (the group marked broken) when the kernel refuses or `r` is gone.
-  void read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes, const char* op);
+  /// all_reduce through the peers' memory (single copy), for large messages.
+  void all_reduce_direct(const void* in, void* out, std::size_t count, SlotReducer& reduce);
+  /// Single copy: writes where this rank's buffer is into its slot of `bank` (address `index`:
+  /// a step may publish several buffers).
+  void publish_address(int bank, const void* data, std::size_t bytes, int index = 0);
+  /// Single copy: reads `bytes` at `offset` of the buffer rank `r` published in `bank` (address
+  /// `index`) into `dst`; DistributedError (the group marked broken) when the kernel refuses or
+  /// `r` is gone.
+  void read_from(int r, int bank, std::size_t offset, void* dst, std::size_t bytes, const char* op,
+                 int index = 0);
 
   int rank_;
   int size_;
@@ -158,6 +176,12 @@ class ShmCollectives {
   /// Every rank can read the others' memory (agreed at set-up; GROUPCOORD_CPU_SINGLE_COPY=0 on
   /// any rank turns it off).
   bool single_copy_ = false;
+  /// all_reduce of this many bytes and more takes the direct path (agreed at set-up; SIZE_MAX:
+  /// never).
+  std::size_t direct_all_reduce_bytes_;
+  /// The direct all_reduce's pieces of the peers' operands (one piece per rank), kept between
+  /// calls.
+  std::vector<std::uint8_t> scratch_;
 };
 
 }  // namespace groupcoord

@@ -41,6 +41,22 @@ TEST_P(ProcessGroupThreads, Collectives64MiB) { run(check_collectives_64mib); }
 
 TEST_P(ProcessGroupThreads, AllReduceOfSeveralChunks) { run(check_all_reduce_multi_chunk); }
 
+// The direct (single-copy) all_reduce at every group size, from 64 KiB on: by default only groups
+// of 2 take it, and only from 512 KiB.
+TEST_P(ProcessGroupThreads, AllReduceThroughThePeersMemory) {
+  ScopedEnv direct("GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB", "64");
+  run([](ProcessGroup& pg) {
+    check_all_reduce_multi_chunk(pg);
+    // Pieces of 256 KiB per rank and a tail, odd counts, the narrow types.
+    for (std::size_t count : {16385u, 196609u}) {
+      for (DType dtype : {DType::Float32, DType::Float16, DType::Int32}) {
+        check_all_reduce(pg, dtype, ReduceOp::Sum, count, /*out_of_place=*/true);
+        check_all_reduce(pg, dtype, ReduceOp::Min, count, /*out_of_place=*/false);
+      }
+    }
+  });
+}
+
 TEST_P(ProcessGroupThreads, PointToPoint) {
   run([](ProcessGroup& pg) {
     for (std::size_t nbytes : {0, 1, 1023, 1 << 20}) check_send_recv(pg, nbytes);
