@@ -136,16 +136,22 @@ class Tensor {
   Tensor(std::shared_ptr<void> owner, void* base, Shape shape, Shape strides, std::int64_t offset,
          DType dtype, Device device);
 
-  /// Throws std::invalid_argument naming `op` if this tensor is undefined.
-  void check_defined(const char* op) const;
-  /// The (empty) shape and strides of an undefined tensor.
-  static const Shape& no_shape();
-
   /// Sizes and strides, immutable once made, shared by every copy of the tensor.
   struct Layout {
     Shape shape;
     Shape strides;
   };
+
+  /// As above, with a layout that already exists.
+  Tensor(std::shared_ptr<void> owner, void* base, std::shared_ptr<const Layout> layout,
+         std::int64_t offset, DType dtype, Device device);
+
+  /// Throws std::invalid_argument naming `op` if this tensor is undefined.
+  void check_defined(const char* op) const;
+  /// The (empty) shape and strides of an undefined tensor.
+  static const Shape& no_shape();
+  /// The compact layout of `shape`, shared with the recent tensors of this thread that had it.
+  static std::shared_ptr<const Layout> compact_layout(const Shape& shape);
 
   /// Keeps the memory alive (null for a non-owning view of engine memory).
   std::shared_ptr<void> owner_;

@@ -1,6 +1,7 @@
 // Tensor construction, metadata and views. Copies are in tensor_copy.cc, DLPack in dlpack.cc.
 #include "groupcoord/tensor.h"
 
+#include <array>
 #include <limits>
 #include <sstream>
 #include <utility>
@@ -73,6 +74,30 @@ Tensor::Tensor(std::shared_ptr<void> owner, void* base, Shape shape, Shape strid
       device_(device),
       defined_(true) {}
 
+Tensor::Tensor(std::shared_ptr<void> owner, void* base, std::shared_ptr<const Layout> layout,
+               std::int64_t offset, DType dtype, Device device)
+    : owner_(std::move(owner)),
+      base_(base),
+      layout_(std::move(layout)),
+      offset_(offset),
+      dtype_(dtype),
+      device_(device),
+      defined_(true) {}
+
+std::shared_ptr<const Tensor::Layout> Tensor::compact_layout(const Shape& shape) {
+  // A collective called in a loop returns results of one shape every call: a few recent layouts
+  // per thread spare each result the three allocations of a new one.
+  constexpr std::size_t kRecent = 8;
+  thread_local std::array<std::shared_ptr<const Layout>, kRecent> recent;
+  thread_local std::size_t next = 0;
+  for (const std::shared_ptr<const Layout>& layout : recent) {
+    if (layout != nullptr && layout->shape == shape) return layout;
+  }
+  auto made = std::make_shared<const Layout>(Layout{shape, detail::compact_strides(shape)});
+  recent[next++ % kRecent] = made;
+  return made;
+}
+
 Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   const std::int64_t numel = detail::checked_numel(shape, "Tensor::empty");
   const std::size_t nbytes = checked_nbytes(numel, dtype, "Tensor::empty");
@@ -85,7 +110,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
   std::shared_ptr<void> owner(ptr, AllocatorDeleter{std::move(allocator), nbytes, device});
   GC_ASSERT(ptr != nullptr || nbytes == 0, "Tensor::empty: allocator for ", device.str(),
             " returned nullptr for ", nbytes, " bytes");
-  return Tensor(std::move(owner), ptr, shape, detail::compact_strides(shape), 0, dtype, device);
+  return Tensor(std::move(owner), ptr, compact_layout(shape), 0, dtype, device);
 }
 
 Tensor Tensor::from_blob(void* ptr, const Shape& shape, DType dtype, Device device,

@@ -113,6 +113,28 @@ TEST(Tensor, CopiesShareTheLayoutAndAllocateNothing) {
   EXPECT_EQ(undefined_copy.dim(), 0);
 }
 
+TEST(Tensor, EmptyOfARecentShapeAllocatesOnlyItsOwnerBlock) {
+  const Shape shape{3, 5};
+  const Tensor first = Tensor::empty(shape, DType::Float32);  // makes the layout
+  long allocations = 0;
+  Tensor second;
+  {
+    HeapAllocationCount count;
+    second = Tensor::empty(shape, DType::Float32);
+    allocations = count.count();
+  }
+  // The memory comes from the CPU allocator (aligned_alloc, not counted); operator new makes only
+  // the owner's control block, the shape and strides are the first tensor's.
+  EXPECT_EQ(allocations, 1);
+  EXPECT_EQ(&second.shape(), &first.shape());
+  EXPECT_EQ(second.strides(), (Shape{5, 1}));
+  EXPECT_NE(second.data_ptr(), first.data_ptr());
+  // A shape not seen recently gets a layout of its own.
+  const Tensor other = Tensor::empty({5, 3}, DType::Float32);
+  EXPECT_EQ(other.strides(), (Shape{3, 1}));
+  EXPECT_NE(&other.shape(), &first.shape());
+}
+
 TEST(Tensor, EmptyOfEveryDType) {
   const std::size_t sizes[] = {4, 2, 2, 8, 1, 1, 4, 8, 1, 1, 1};  // declaration order
   for (int i = 0; i < kNumDTypes; ++i) {
