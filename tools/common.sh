@@ -10,6 +10,7 @@ GROUPCOORD_DEBIAN_PACKAGES=(
   libgloo-dev libgtest-dev pybind11-dev libdlpack-dev
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pytest
+  python3-torch  # tests only: the suite's torch-cpu flavour (Debian's torch is CPU-only)
   iproute2 util-linux
 )
 

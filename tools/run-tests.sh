@@ -3,8 +3,8 @@
 #   tools/run-tests.sh                 everything
 #   GROUPCOORD_PRESET=asan tools/run-tests.sh    the same under ASan+UBSan (build-asan/)
 #   tools/run-tests.sh -R store        extra arguments go to ctest (and skip the steps below)
-# After ctest and pytest: tools/two-hosts-test.sh, tools/valgrind-check.sh and a short
-# tools/run-fuzz.sh. The asan and tsan presets: GROUPCOORD_PRESET=asan|tsan tools/run-tests.sh.
+# After ctest and pytest (numpy arrays, then torch CPU tensors): tools/two-hosts-test.sh,
+# tools/valgrind-check.sh and a short tools/run-fuzz.sh. The asan and tsan presets: GROUPCOORD_PRESET=asan|tsan tools/run-tests.sh.
 source "$(dirname "${BASH_SOURCE[0]}")/common.sh"
 
 gc_install_missing_packages
@@ -18,6 +18,10 @@ gc_log "running ctest"
 # The Python suite (builds with the binding; not when ctest arguments select tests).
 if [ $# -eq 0 ] && [ -f "$build_dir/python/groupcoord/__init__.py" ]; then
   "$GROUPCOORD_ROOT/tools/run-pytest.sh" -b "$build_dir" || status=1
+  # Again with torch CPU tensors (the binding's torch fast path on the CPU) where torch imports.
+  if /usr/bin/python3 -c "import torch" 2>/dev/null; then
+    "$GROUPCOORD_ROOT/tools/run-pytest.sh" -b "$build_dir" -a torch-cpu || status=1
+  fi
 fi
 
 # Beyond the default build: two hosts in network namespaces (skips without root), valgrind on

@@ -199,13 +199,23 @@ ImportedArray import_py_tensor(py::handle obj, py::handle stream) {
   return out;
 }
 
-/// The fast path (framework_array.h), or false.
-bool import_framework(py::handle obj, py::handle stream, ImportedArray* out) {
+/// The fast path (framework_array.h), or false. `borrowed`: a view that owns nothing will do.
+bool import_framework(py::handle obj, const ArgContext& ctx, py::handle stream, bool borrowed,
+                      ImportedArray* out) {
   FrameworkArray array;
-  if (!read_framework_array(obj, &array)) return false;
+  if (!read_framework_array(obj, &array, borrowed)) {
+    if (array.negative) {
+      fail(ctx,
+           "is a torch tensor with its negative bit set (a lazily negated view, such as "
+           ".conj().imag); call .resolve_neg() on it first");
+    }
+    return false;
+  }
   out->tensor = std::move(array.tensor);
   out->library = &framework_library(array.framework);
-  out->stream = framework_call_stream(stream, array.framework, out->tensor.device());
+  if (out->tensor.device().is_cuda()) {
+    out->stream = framework_call_stream(stream, array.framework, out->tensor.device());
+  }
   out->framework = array.framework;
   out->object = obj;
   out->shape_object = std::move(array.shape);
@@ -228,9 +238,9 @@ ImportedArray import_array(py::handle obj, const ArgContext& ctx, Access access,
     out.library = numpy;
     return out;
   }
-  if (ownership == Ownership::Borrowed) {  // first: a type comparison for anything else
+  {  // first: a type comparison for anything else; CUDA views only when borrowed
     ImportedArray fast;
-    if (import_framework(obj, stream, &fast)) return fast;
+    if (import_framework(obj, ctx, stream, ownership == Ownership::Borrowed, &fast)) return fast;
   }
   if (is_py_tensor(obj)) return import_py_tensor(obj, stream);
   if (!py::hasattr(obj, "__dlpack__")) {

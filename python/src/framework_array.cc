@@ -31,6 +31,9 @@ struct Names {
   PyObject* torch = intern("torch");
   PyObject* cupy = intern("cupy");
   PyObject* is_cuda = intern("is_cuda");
+  PyObject* is_cpu = intern("is_cpu");
+  PyObject* requires_grad = intern("requires_grad");
+  PyObject* is_neg = intern("is_neg");
   PyObject* dtype = intern("dtype");
   PyObject* shape = intern("shape");
   PyObject* stride = intern("stride");
@@ -196,11 +199,54 @@ bool read_address(const py::object& value, void** out) {
   return true;
 }
 
-/// torch: is_cuda, dtype, shape, stride(), get_device(), data_ptr() — six calls.
-bool read_torch(PyObject* obj, FrameworkArray* out) {
+/// Drops a reference a CPU view held (below); it may run on any thread.
+void release_reference(PyObject* obj) {
+  if (!Py_IsInitialized()) return;  // the interpreter is gone, and the memory with it
+  PyGILState_STATE state = PyGILState_Ensure();
+  Py_DECREF(obj);
+  PyGILState_Release(state);
+}
+
+/// A view of a CPU array's memory that keeps the array alive. Host collectives may finish on a
+/// helper thread after the caller has returned (blocking_call.h), so a CPU view owns what it views,
+/// as an import through DLPack does; the reference is dropped with the GIL.
+/// `strides` null: compact.
+Tensor owning_cpu_view(PyObject* owner, void* data, const Shape& shape, const Shape* strides,
+                       DType dtype) {
+  auto release = [owner](void*) { release_reference(owner); };
+  Tensor view = strides != nullptr
+                    ? Tensor::from_blob(data, shape, *strides, dtype, Device::cpu(), release)
+                    : Tensor::from_blob(data, shape, dtype, Device::cpu(), release);
+  Py_INCREF(owner);  // after from_blob: had it thrown, no deleter would have dropped it
+  return view;
+}
+
+/// Whether a torch tensor that is not on CUDA is a plain CPU tensor this path may read: on the
+/// CPU and not requiring grad (DLPack refuses that, and says why). Two calls.
+bool plain_torch_cpu(PyObject* obj) {
+  const Names& n = names();
+  py::object is_cpu = get_attr(obj, n.is_cpu);
+  if (!is_cpu || is_cpu.ptr() != Py_True) return false;
+  py::object grad = get_attr(obj, n.requires_grad);
+  return grad && grad.ptr() == Py_False;
+}
+
+/// torch: is_cuda, is_neg(), dtype, shape, stride(), get_device(), data_ptr() — seven calls on
+/// CUDA; on the CPU (`cpu`: allowed) plain_torch_cpu's two instead of get_device(). A tensor with
+/// its negative bit set (a lazily negated view, such as `.conj().imag`) is refused with
+/// out->negative set: its memory holds the values un-negated, and torch 1.13's DLPack export
+/// passes them on as they are.
+bool read_torch(PyObject* obj, bool cpu, FrameworkArray* out) {
   const Names& n = names();
   py::object is_cuda = get_attr(obj, n.is_cuda);
-  if (!is_cuda || is_cuda.ptr() != Py_True) return false;
+  if (!is_cuda) return false;
+  const bool on_cuda = is_cuda.ptr() == Py_True;
+  if (!on_cuda && (!cpu || !plain_torch_cpu(obj))) return false;
+  py::object negative = call_method(obj, n.is_neg);
+  if (!negative || negative.ptr() != Py_False) {
+    out->negative = negative && negative.ptr() == Py_True;
+    return false;
+  }
   py::object dtype_object = get_attr(obj, n.dtype);
   if (!dtype_object) return false;
   const std::optional<DType> dtype = dtype_of(dtype_object, Framework::Torch);
@@ -212,12 +258,13 @@ bool read_torch(PyObject* obj, FrameworkArray* out) {
   }
   int index = 0;
   void* data = nullptr;
-  if (!read_int(call_method(obj, n.get_device), &index) ||
+  if ((on_cuda && !read_int(call_method(obj, n.get_device), &index)) ||
       !read_address(call_method(obj, n.data_ptr), &data)) {
     return false;
   }
   out->framework = Framework::Torch;
-  out->tensor = Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index));
+  out->tensor = on_cuda ? Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index))
+                        : owning_cpu_view(obj, data, shape, &strides, *dtype);
   out->shape = std::move(shape_object);
   out->dtype = std::move(dtype_object);
   return true;
@@ -257,12 +304,14 @@ bool read_cupy(PyObject* obj, FrameworkArray* out) {
 
 }  // namespace
 
-bool read_framework_array(py::handle obj, FrameworkArray* out) {
+bool read_framework_array(py::handle obj, FrameworkArray* out, bool borrowed) {
   bool ok = false;
   try {
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
     if (const TorchApi* torch = torch_api(); torch != nullptr && type == torch->tensor_type) {
-      ok = read_torch(obj.ptr(), out);
+      ok = read_torch(obj.ptr(), /*cpu=*/true, out) && (borrowed || out->tensor.device().is_cpu());
+    } else if (!borrowed) {
+      ok = false;  // a CUDA view does not own its memory
     } else if (const CupyApi* cupy = cupy_api(); cupy != nullptr && type == cupy->ndarray_type) {
       ok = read_cupy(obj.ptr(), out);
     }
@@ -334,8 +383,8 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
     if (!out) throw py::error_already_set();
     data = to_address(call_method(out.ptr(), names().data_ptr));
   } else {
-    py::object dims = shape_object ? py::reinterpret_borrow<py::object>(shape_object)
-                                   : int_tuple(shape);
+    py::object dims =
+        shape_object ? py::reinterpret_borrow<py::object>(shape_object) : int_tuple(shape);
     const CupyApi& api = *cupy_api();
     out = on_cupy_device(api, like_tensor.device().index, [&] {
       PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr()};
@@ -348,8 +397,13 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
     if (!memory) throw py::error_already_set();
     data = to_address(get_attr(memory.ptr(), names().ptr));
   }
-  *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, like_tensor.dtype(),
-                            like_tensor.device());
+  if (like_tensor.device().is_cpu()) {
+    *view = owning_cpu_view(out.ptr(), reinterpret_cast<void*>(data), shape, nullptr,
+                            like_tensor.dtype());
+  } else {
+    *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, like_tensor.dtype(),
+                              like_tensor.device());
+  }
   return out;
 }
 

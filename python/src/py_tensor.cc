@@ -148,6 +148,16 @@ py::object export_tensor(const Tensor& tensor, const ArrayLibrary& library, Stre
       }
       break;
     case ArrayLibrary::Kind::DLPack:
+      if (tensor.dtype() == DType::Bool && library.name == "torch") {
+        // torch before 2.x has no bool in DLPack ("Unsupported code 6"): the bytes as uint8,
+        // viewed as bool again on torch's side (same size; works with every version).
+        const Tensor bytes =
+            Tensor::from_blob(tensor.data_ptr(), tensor.shape(), tensor.strides(), DType::UInt8,
+                              tensor.device(), [keep = tensor](void*) {});
+        static const py::object* torch_bool =  // leaked: must not outlive the interpreter
+            new py::object(py::module_::import("torch").attr("bool"));
+        return library.from_dlpack(py::cast(PyTensor{bytes, stream})).attr("view")(*torch_bool);
+      }
       return library.from_dlpack(py::cast(PyTensor{tensor, stream}));
     case ArrayLibrary::Kind::Raw:
       break;

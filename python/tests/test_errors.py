@@ -15,10 +15,12 @@ import groupcoord as gc
 from gc_testing import (
     BACKEND,
     IS_NUMPY,
+    _torch,
     arr,
     assert_result,
     ref,
     reference,
+    requires_flavour,
     requires_min_world_size,
 )
 
@@ -177,3 +179,24 @@ def test_timeout(world: gc.GroupCoordinator) -> None:
         assert isinstance(info.value, gc.DistributedError)
     world.barrier()
     g.destroy()
+
+
+@requires_flavour("torch-cpu", "torch-cuda")
+@requires_min_world_size(2)
+def test_torch_negative_view_is_refused(tp: gc.GroupCoordinator) -> None:
+    """A tensor with torch's negative bit (a lazily negated view such as ``.conj().imag``) holds
+    its values un-negated in memory: sending that memory would send the wrong sign, so it is
+    refused, as input and as a target, on every rank before anything is sent."""
+    torch = _torch()
+    plain = arr(reference(tp.rank_in_group, (2, 3)))
+    negative = torch.complex(plain, plain).conj().imag
+    assert negative.is_neg()
+    with pytest.raises(ValueError, match="negative bit"):
+        tp.all_reduce(negative)
+    with pytest.raises(ValueError, match="negative bit"):
+        tp.all_reduce(plain, out=negative)
+    with pytest.raises(ValueError, match="negative bit"):
+        tp.broadcast(negative, src=0)
+    # Resolved, it is an ordinary tensor, and the group is still in step.
+    assert_result(tp.all_reduce(negative.resolve_neg()),
+                  -sum(reference(r, (2, 3)) for r in range(tp.world_size)))
