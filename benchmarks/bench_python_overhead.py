@@ -9,6 +9,9 @@ Each round times, in this order on every rank:
                  (host collectives run on the calling thread, GIL released)
   Python interr. the same with set_interruptible(True, collectives=True): each call runs on a
                  helper thread so that Ctrl-C interrupts it (the mode of recv and other waits)
+  Python out=    tp.all_reduce(x, out=y) (numpy)
+  torch / torch out=  the same two calls on 1-element torch CPU tensors (when torch imports):
+                 the binding's attribute fast path for torch, results from torch.empty_like
 Rank 0 prints, for each, the median and the minimum over the rounds (on a busy machine the
 minimum is the steadier estimate of the fixed overhead) and the ratios to C++.
 """
@@ -24,19 +27,34 @@ import numpy as np
 import groupcoord as gc
 
 
-def python_loop(group: gc.GroupCoordinator, x: np.ndarray, n: int) -> float:
+try:
+    import torch
+except ImportError:  # the torch rows are left out
+    torch = None
+
+
+def python_loop(group: gc.GroupCoordinator, x, n: int, out=None) -> float:
     start = time.perf_counter()
-    for _ in range(n):
-        group.all_reduce(x)
+    if out is None:
+        for _ in range(n):
+            group.all_reduce(x)
+    else:
+        for _ in range(n):
+            group.all_reduce(x, out=out)
     return (time.perf_counter() - start) / n
 
 
 def one_round(group: gc.GroupCoordinator, x: np.ndarray, n: int) -> dict:
     results = {"C++": gc._groupcoord._bench_all_reduce(group, n) / n}
     results["Python"] = python_loop(group, x, n)
+    results["Python out="] = python_loop(group, x, n, np.empty_like(x))
     gc.set_interruptible(True, collectives=True)
     results["Python interr."] = python_loop(group, x, n)
     gc.set_interruptible(True, collectives=False)
+    if torch is not None:
+        t = torch.ones(1)
+        results["torch"] = python_loop(group, t, n)
+        results["torch out="] = python_loop(group, t, n, torch.empty_like(t))
     return results
 
 
