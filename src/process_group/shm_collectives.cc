@@ -47,11 +47,18 @@ struct BufferAddress {
   std::uint64_t address;
   std::uint64_t bytes;
 };
+// ShmCollectives::given_up(): the rank that gave up (plus one) in the low 32 bits, and why.
+constexpr std::uint64_t kGaveUpAtDeadline = std::uint64_t{1} << 32;
+constexpr std::uint64_t kGaveUpOnFailure = std::uint64_t{2} << 32;
+// What a single-copy collective says when a peer gave up while it read the peer's buffers.
+constexpr const char* kReadMayBeInvalid =
+    "while this rank read its buffers, which it may have freed: the result is not valid";
 // Room for the segment's name in the set-up broadcast.
 constexpr std::size_t kNameBytes = 96;
 
-// The rank lines, then the wake word every waiting rank sleeps on (core/wake_word.h).
-std::size_t header_bytes(int size) { return static_cast<std::size_t>(size + 1) * kLine; }
+// The rank lines, the wake word every waiting rank sleeps on (core/wake_word.h), then the line
+// of the word a rank sets when it gives up on the group (ShmCollectives::give_up).
+std::size_t header_bytes(int size) { return static_cast<std::size_t>(size + 2) * kLine; }
 
 // out[i] = sum over parts of parts[p][i], accumulated in float and rounded once (fp16, bf16,
 // fp8): the same result on every rank, and closer to the exact sum than rounding per pair.
@@ -94,10 +101,11 @@ bool switched_on(const char* name) {
 // False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
 bool enabled_here() { return switched_on("GROUPCOORD_CPU_SHM"); }
 
-// This rank's wish for the size (KiB) from which all_reduce reads the peers' memory directly
-// (INT32_MAX: never): GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB when set (0: never), else
-// kSingleCopyReduceBytes for groups of 2 and never for larger ones. The direct path was measured
-// faster at 2 ranks and slower at 4 ranks sharing 2 cores (docs/benchmarks/cpu_collectives.md).
+// This rank's wish for the size (KiB) from which all_reduce reads the peers' memory directly:
+// GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB when set (0: never, whatever the others wish), else
+// kSingleCopyReduceBytes for groups of 2 and INT32_MAX (not by default) for larger ones. The direct
+// path was measured faster at 2 ranks and slower at 4 ranks sharing 2 cores
+// (docs/benchmarks/cpu_collectives.md).
 std::int32_t direct_all_reduce_kib(int size, const std::string& label) {
   constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   const std::int32_t fallback =
@@ -112,7 +120,7 @@ std::int32_t direct_all_reduce_kib(int size, const std::string& label) {
            " is not a size in KiB (0 or more); the default is used");
     return fallback;
   }
-  return kib == 0 ? kNever : static_cast<std::int32_t>(kib);
+  return static_cast<std::int32_t>(kib);
 }
 
 }  // namespace
@@ -168,13 +176,15 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
                             reinterpret_cast<const void*>(next->probe), &probe, sizeof(probe)) &&
       probe == shm::kCrossMemoryProbe;
   const bool single_copy = channel.all_reduce_min(reachable ? 1 : 0) == 1;
-  // Every rank must take the same path for the same message: the smallest wish wins.
-  const std::int32_t direct_kib =
-      channel.all_reduce_min(direct_all_reduce_kib(size, health->label()));
-  const std::size_t direct_bytes =
-      !single_copy || direct_kib == std::numeric_limits<std::int32_t>::max()
-          ? std::numeric_limits<std::size_t>::max()
-          : static_cast<std::size_t>(direct_kib) << 10;
+  // Every rank must take the same path for the same message: one rank's 0 turns it off for the
+  // group, else the smallest wish wins.
+  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
+  const std::int32_t wish = direct_all_reduce_kib(size, health->label());
+  const bool switched_off = channel.all_reduce_min(wish == 0 ? 0 : 1) == 0;
+  const std::int32_t direct_kib = channel.all_reduce_min(wish == 0 ? kNever : wish);
+  const std::size_t direct_bytes = !single_copy || switched_off || direct_kib == kNever
+                                       ? std::numeric_limits<std::size_t>::max()
+                                       : static_cast<std::size_t>(direct_kib) << 10;
   GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name,
          single_copy ? ", single copy for large messages)" : ")");
   return std::unique_ptr<ShmCollectives>(new ShmCollectives(
@@ -229,6 +239,37 @@ shm::WakeWord& ShmCollectives::wake_word() const {
                                            static_cast<std::size_t>(size_) * kLine);
 }
 
+Counter& ShmCollectives::given_up() const {
+  return *reinterpret_cast<Counter*>(static_cast<std::uint8_t*>(segment_->data()) +
+                                     static_cast<std::size_t>(size_ + 1) * kLine);
+}
+
+void ShmCollectives::give_up(const std::string& reason, bool timed_out) {
+  // Before anything of this rank's is freed: a peer still reading its buffers sees it afterwards.
+  // The first rank to give up is the one named.
+  std::uint64_t none = 0;
+  const std::uint64_t mine =
+      (timed_out ? kGaveUpAtDeadline : kGaveUpOnFailure) | (static_cast<std::uint64_t>(rank_) + 1);
+  given_up().compare_exchange_strong(none, mine, std::memory_order_release);
+  shm::notify_waiters(wake_word());
+  health_->mark_broken(reason);
+}
+
+void ShmCollectives::throw_if_a_rank_gave_up(const char* op, const char* what) {
+  const std::uint64_t word = given_up().load(std::memory_order_acquire);
+  if (word == 0) return;
+  const bool timed_out = (word & kGaveUpAtDeadline) != 0;
+  const std::string reason =
+      std::string(op) + ": rank " + std::to_string(static_cast<int>(word & 0xffffffffu) - 1) +
+      " gave up on the group (" +
+      (timed_out ? "its wait for a peer reached the group's timeout" : "a failure there") + ") " +
+      what;
+  health_->mark_broken(reason);
+  // The same kind of error as that rank's: an absent peer is a timeout for everyone.
+  if (timed_out) GC_THROW(TimeoutError, health_->label(), ": ", reason);
+  GC_THROW(DistributedError, health_->label(), ": ", reason);
+}
+
 void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
   auto* counters = static_cast<std::uint8_t*>(segment_->data());
   auto counter = [&](int r) { return reinterpret_cast<Counter*>(counters + r * kLine); };
@@ -240,24 +281,35 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
     }
     return true;
   };
+  // A rank that gave up will not come (and may have left steps that look complete behind): one
+  // load of a line nobody writes while all is well.
+  throw_if_a_rank_gave_up(op, "before this rank's step");
   if (there()) return;  // the common case on a quiet machine: no clock, no system call
   const shm::Deadline deadline(timeout_);
+  auto missing = [&] {
+    std::ostringstream ranks;
+    for (int r = 0; r < size_; ++r) {
+      if ((only == kEveryRank || r == only) && behind(r)) ranks << " " << r;
+    }
+    return ranks.str();
+  };
   auto ready = [&] {
     if (there()) return true;
     // Destroyed or broken by another thread (an abort, a failure elsewhere): say why.
     if (health_->is_destroyed() || health_->is_broken()) health_->check_usable(op);
+    // A rank that gave up will not come: no need to wait for the deadline.
+    if (given_up().load(std::memory_order_relaxed) != 0) {
+      throw_if_a_rank_gave_up(op, ("while this rank waited for rank(s)" + missing() +
+                                   " (shared-memory step " + std::to_string(step) + ")")
+                                      .c_str());
+    }
     return false;
   };
   if (shm::wait_on(wake_word(), ready, deadline)) return;
-  std::ostringstream missing;
-  for (int r = 0; r < size_; ++r) {
-    if ((only == kEveryRank || r == only) && behind(r)) missing << " " << r;
-  }
-  const std::string reason = std::string(op) + ": rank(s)" + missing.str() +
-                             " did not arrive within the group's timeout of " +
-                             std::to_string(timeout_.count()) + " ms (shared-memory step " +
-                             std::to_string(step) + ")";
-  health_->mark_broken(reason);
+  const std::string reason =
+      std::string(op) + ": rank(s)" + missing() + " did not arrive within the group's timeout of " +
+      std::to_string(timeout_.count()) + " ms (shared-memory step " + std::to_string(step) + ")";
+  give_up(reason, /*timed_out=*/true);
   GC_THROW(TimeoutError, health_->label(), ": ", reason);
 }
 
@@ -277,6 +329,7 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
     if (rank_ != root) read_from(root, bank, 0, bytes_out, bytes, "broadcast");
     begin_step("broadcast");
     finish_step("broadcast");
+    throw_if_a_rank_gave_up("broadcast", kReadMayBeInvalid);
     return;
   }
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
@@ -315,7 +368,7 @@ void ShmCollectives::read_from(int r, int bank, std::size_t offset, void* dst, s
     const std::string reason = std::string(op) + ": reading rank " + std::to_string(r) +
                                "'s buffer failed: " + std::strerror(errno) +
                                " (the process is gone?)";
-    health_->mark_broken(reason);
+    give_up(reason, /*timed_out=*/false);
     GC_THROW(DistributedError, health_->label(), ": ", reason);
   }
 }
@@ -371,6 +424,7 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
     }
     begin_step(op);
     finish_step(op);
+    throw_if_a_rank_gave_up(op, kReadMayBeInvalid);
     return;
   }
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
@@ -504,6 +558,12 @@ void ShmCollectives::all_reduce_direct(const void* in, void* out, std::size_t co
     const std::size_t from = std::min(count, r * per_part);
     return std::make_pair(from * element, (std::min(count, from + per_part) - from) * element);
   };
+  const std::size_t piece_max = kDirectPieceBytes / element * element;
+  if (scratch_.size() < static_cast<std::size_t>(size_) * piece_max) {
+    // Before the first step: a rank that failed after publishing its buffers would leave its
+    // peers reading them.
+    scratch_.resize(static_cast<std::size_t>(size_) * piece_max);
+  }
   // Everyone says where its input (index 0) and its result (index 1) are.
   const int bank = begin_step(op);
   publish_address(bank, in, total, 0);
@@ -513,10 +573,6 @@ void ShmCollectives::all_reduce_direct(const void* in, void* out, std::size_t co
   // Part rank_ of the result: every rank's part rank_ of its input, read straight from there,
   // reduced in rank order (so the part is bit-identical to what the slot path gives).
   const auto [from, length] = part(rank_);
-  const std::size_t piece_max = kDirectPieceBytes / element * element;
-  if (scratch_.size() < static_cast<std::size_t>(size_) * piece_max) {
-    scratch_.resize(static_cast<std::size_t>(size_) * piece_max);
-  }
   auto scratch = [&](int r) { return scratch_.data() + static_cast<std::size_t>(r) * piece_max; };
   for (std::size_t done = 0; done < length; done += piece_max) {
     const std::size_t piece = std::min(piece_max, length - done);
@@ -555,6 +611,7 @@ void ShmCollectives::all_reduce_direct(const void* in, void* out, std::size_t co
   }
   begin_step(op);  // nobody returns (and reuses its result) while others read it
   finish_step(op);
+  throw_if_a_rank_gave_up(op, kReadMayBeInvalid);
 }
 
 void ShmCollectives::reduce_scatter(const void* in, void* out,

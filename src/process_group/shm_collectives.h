@@ -43,9 +43,14 @@
 // (core/wake_word.h): they wake within microseconds after any pause, cost no CPU while idle, let
 // oversubscribed runs progress, and end at the group's timeout: a peer that never arrives (dead, or
 // not calling the collective) makes the others throw TimeoutError naming the group, the op and the
-// missing ranks, and the group is marked broken.
+// missing ranks, and the group is marked broken. A rank that gives up (that timeout, or a failed
+// read of a peer's memory) also sets a word in the segment before it can free anything: the other
+// ranks then raise DistributedError at once instead of waiting for their own deadline, and a
+// single-copy collective that read buffers of a rank that gave up raises rather than returning
+// what it read (the buffers may have been freed meanwhile).
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -140,6 +145,15 @@ class ShmCollectives {
   void gather_to(const char* op, const void* in, void* out, std::size_t bytes, int root);
   /// The word waiting ranks sleep on; every publish rings it.
   shm::WakeWord& wake_word() const;
+  /// Set (never cleared) by the first rank that gave up on the group, at a deadline or on a
+  /// failed read: which rank, and why.
+  std::atomic<std::uint64_t>& given_up() const;
+  /// Sets given_up() (before this rank can free anything a peer reads) and marks the group broken.
+  void give_up(const std::string& reason, bool timed_out);
+  /// When a rank gave up: marks the group broken and throws, saying `what` — TimeoutError when
+  /// that rank's deadline expired, else DistributedError. Every wait checks first; the
+  /// single-copy paths check after their last step too (the peer may have freed what they read).
+  void throw_if_a_rank_gave_up(const char* op, const char* what);
   /// Rank r's slot of `bank`.
   std::uint8_t* slot(int bank, int r) const;
   /// Starts the next step: returns its bank, which this rank may now write (it waits, if needed,

@@ -4,6 +4,7 @@
 // default; these tests pin what is specific to it.
 #include <gtest/gtest.h>
 
+#include <chrono>
 #include <cstdint>
 #include <cstdlib>
 #include <string>
@@ -68,10 +69,12 @@ TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
   for (int i = 0; i < 300; ++i) {
     const std::size_t count = (i % 3 == 0) ? 65536 + i : (i % 3 == 1) ? 1 + i : 3 * 65536 + 7;
     std::vector<std::int64_t> sum(count);
-    for (std::size_t k = 0; k < count; ++k) sum[k] = static_cast<std::int64_t>(k) * (rank() + 1) + i;
+    for (std::size_t k = 0; k < count; ++k)
+      sum[k] = static_cast<std::int64_t>(k) * (rank() + 1) + i;
     group->all_reduce(sum.data(), count, DType::Int64);
     for (std::size_t k = 0; k < count; k += 997) {
-      ASSERT_EQ(sum[k], static_cast<std::int64_t>(k) * n * (n + 1) / 2 + static_cast<std::int64_t>(i) * n)
+      ASSERT_EQ(sum[k],
+                static_cast<std::int64_t>(k) * n * (n + 1) / 2 + static_cast<std::int64_t>(i) * n)
           << "call " << i << " element " << k;
     }
     const int root = i % n;
@@ -165,11 +168,29 @@ TEST_F(ShmCollectivesTest, ARankThatDoesNotComeNamesItselfInTheTimeout) {
       const std::string what = e.what();
       EXPECT_NE(what.find("shm-absent"), std::string::npos) << what;
       EXPECT_NE(what.find("all_reduce"), std::string::npos) << what;
-      EXPECT_NE(what.find(" " + std::to_string(absent) + " did not arrive"), std::string::npos)
-          << what;
+      // The first to reach its deadline says so; the others hear it from that rank at once, and
+      // name the rank they waited for too.
+      const bool named =
+          what.find(" " + std::to_string(absent) + " did not arrive") != std::string::npos ||
+          what.find("waited for rank(s) " + std::to_string(absent)) != std::string::npos;
+      EXPECT_TRUE(named) << what;
     }
     EXPECT_TRUE(group->is_broken());
     EXPECT_THROW(group->barrier(), DistributedError) << "a broken group fails fast";
+  }
+  world()->barrier();
+  if (rank() == absent) {
+    // It comes late: the others gave up at their deadline and said so in the segment, so it
+    // fails at once (with a timeout, as theirs) rather than at its own deadline (1.5 s).
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      group->barrier();
+      ADD_FAILURE() << "a barrier of a group the others gave up on returned";
+    } catch (const TimeoutError& e) {
+      EXPECT_NE(std::string(e.what()).find("gave up"), std::string::npos) << e.what();
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1000));
+    EXPECT_TRUE(group->is_broken());
   }
   world()->barrier();
   group->destroy();
