@@ -5,6 +5,7 @@
 #include <memory>
 #include <stdexcept>
 
+#include "deferred_release.h"
 #include "groupcoord/check.h"
 #include "py_tensor.h"
 #include "stream_order.h"
@@ -69,14 +70,6 @@ bool dtype_from_format(const char* format, py::ssize_t itemsize, DType* dtype) {
 
 /// Releases a Py_buffer when the last Tensor viewing it dies (possibly on a thread without the
 /// GIL; after the interpreter is gone the view is leaked, as numpy does).
-void release_view(Py_buffer* view) {
-  if (!Py_IsInitialized()) return;
-  PyGILState_STATE state = PyGILState_Ensure();
-  PyBuffer_Release(view);
-  PyGILState_Release(state);
-  delete view;
-}
-
 /// Element strides of a view, or false when a stride is negative or not a whole element.
 bool element_strides(const Py_buffer& view, Shape* strides) {
   for (int d = 0; d < view.ndim; ++d) {
@@ -113,7 +106,7 @@ Tensor import_numpy(py::handle obj, const ArgContext& ctx, Access access) {
   void* data = view->buf;
   Py_buffer* owned = view.release();
   return Tensor::from_blob(data, shape, strides, dtype, Device::cpu(),
-                           [owned](void*) { release_view(owned); });
+                           [owned](void*) { release_buffer(owned); });
 }
 
 // ---- DLPack ----------------------------------------------------------------------------------

@@ -1,10 +1,13 @@
-// Module-level settings and the benchmark hooks.
+// Module-level settings and the benchmark and test hooks.
+#include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "array_import.h"
 #include "array_library.h"
 #include "bindings.h"
 #include "blocking_call.h"
+#include "deferred_release.h"
 #include "groupcoord/tensor.h"
 #include "output_arg.h"
 
@@ -14,6 +17,30 @@ using namespace pybind11::literals;
 namespace groupcoord {
 namespace python {
 namespace {
+
+/// Test hook: takes a reference to `obj` and drops it on a thread of its own that never holds
+/// the GIL (deferred_release.h), the way a tensor's last reference can die on a helper thread,
+/// while this thread keeps the GIL. True when that thread was done within 5 s (it never waits for
+/// the GIL); false when it was not (the GIL is then released until it is, and it was waiting).
+bool release_on_another_thread(const py::object& obj) {
+  PyObject* raw = obj.ptr();
+  Py_INCREF(raw);
+  std::atomic<bool> done{false};
+  std::thread thread([raw, &done] {
+    release_reference(raw);
+    done.store(true);
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  const bool in_time = done.load();
+  {
+    py::gil_scoped_release release;
+    thread.join();
+  }
+  return in_time;
+}
 
 /// `iterations` all_reduce calls of a 1-element float32 tensor in a C++ loop, without the GIL
 /// (the reference the Python overhead benchmark compares against). Collective: every rank of the
@@ -69,6 +96,8 @@ running in the background until it ends; its group is then unusable (destroy it 
   m.def("_probe_tensor_path", &probe_tensor_path, "input_"_a, "out"_a = py::none(),
         "Benchmark hook: a tensor call's Python work (import, stream, result array) without "
         "the collective; returns the result array (None: the C++ call would allocate it).");
+  m.def("_release_on_another_thread", &release_on_another_thread, "obj"_a,
+        "Test hook: a reference to obj taken, then dropped on a thread without the GIL.");
   m.def("_bench_all_reduce", &bench_all_reduce, "group"_a, "iterations"_a,
         "Benchmark hook: seconds taken by `iterations` C++ all_reduce calls of 1 float32.");
 }

@@ -8,10 +8,10 @@
 //
 // The GIL: allocate takes it (the call runs with it released, on the thread that holds the
 // scope). deallocate may run on any thread, GIL or not (a result's last reference can be a
-// watchdog's): without the GIL it never waits for it (that thread may hold a lock a Python thread
-// waits on with the GIL), it queues the block and asks the interpreter to drop it
-// (Py_AddPendingCall); the next allocate drains the queue too. After the interpreter has begun
-// finalising, blocks are leaked on purpose: torch's allocator may be gone.
+// watchdog's): it drops the block's reference through deferred_release.h, which never waits for
+// the GIL (that thread may hold a lock a Python thread waits on with the GIL) and leaks it once
+// the interpreter has begun finalising (torch's allocator may be gone); the next allocate drops
+// what was queued too.
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -5,6 +5,7 @@
 #include <string>
 #include <unordered_map>
 
+#include "deferred_release.h"
 #include "groupcoord/check.h"
 #include "py_tensor.h"
 #include "stream_arg.h"
@@ -199,26 +200,23 @@ bool read_address(const py::object& value, void** out) {
   return true;
 }
 
-/// Drops a reference a CPU view held (below); it may run on any thread.
-void release_reference(PyObject* obj) {
-  if (!Py_IsInitialized()) return;  // the interpreter is gone, and the memory with it
-  PyGILState_STATE state = PyGILState_Ensure();
-  Py_DECREF(obj);
-  PyGILState_Release(state);
-}
-
 /// A view of a CPU array's memory that keeps the array alive. Host collectives may finish on a
 /// helper thread after the caller has returned (blocking_call.h), so a CPU view owns what it views,
-/// as an import through DLPack does; the reference is dropped with the GIL.
-/// `strides` null: compact.
+/// as an import through DLPack does; its last reference may die on any thread
+/// (deferred_release.h). `strides` null: compact. Needs the GIL.
 Tensor owning_cpu_view(PyObject* owner, void* data, const Shape& shape, const Shape* strides,
                        DType dtype) {
   auto release = [owner](void*) { release_reference(owner); };
-  Tensor view = strides != nullptr
-                    ? Tensor::from_blob(data, shape, *strides, dtype, Device::cpu(), release)
-                    : Tensor::from_blob(data, shape, dtype, Device::cpu(), release);
-  Py_INCREF(owner);  // after from_blob: had it thrown, no deleter would have dropped it
-  return view;
+  Py_INCREF(owner);
+  try {
+    return strides != nullptr
+               ? Tensor::from_blob(data, shape, *strides, dtype, Device::cpu(), release)
+               : Tensor::from_blob(data, shape, dtype, Device::cpu(), release);
+  } catch (const std::invalid_argument&) {
+    // Refused before the deleter was attached (any later failure has run it already).
+    Py_DECREF(owner);
+    throw;
+  }
 }
 
 /// Whether a torch tensor that is not on CUDA is a plain CPU tensor this path may read: on the

@@ -154,9 +154,12 @@ py::object export_tensor(const Tensor& tensor, const ArrayLibrary& library, Stre
         const Tensor bytes =
             Tensor::from_blob(tensor.data_ptr(), tensor.shape(), tensor.strides(), DType::UInt8,
                               tensor.device(), [keep = tensor](void*) {});
-        static const py::object* torch_bool =  // leaked: must not outlive the interpreter
-            new py::object(py::module_::import("torch").attr("bool"));
-        return library.from_dlpack(py::cast(PyTensor{bytes, stream})).attr("view")(*torch_bool);
+        // torch is imported (the result goes to it); sys.modules runs no import machinery.
+        py::object torch =
+            py::reinterpret_steal<py::object>(PyImport_GetModule(py::str("torch").ptr()));
+        if (!torch) throw py::error_already_set();
+        return library.from_dlpack(py::cast(PyTensor{bytes, stream}))
+            .attr("view")(torch.attr("bool"));
       }
       return library.from_dlpack(py::cast(PyTensor{tensor, stream}));
     case ArrayLibrary::Kind::Raw:

@@ -112,3 +112,18 @@ def test_torch_if_available(tp: gc.GroupCoordinator) -> None:
     out = tp.all_reduce(x)
     assert isinstance(out, torch.Tensor)
     assert torch.equal(out, sum(torch.arange(4.0) + r for r in range(tp.world_size)))
+
+
+def test_a_reference_dropped_without_the_gil_never_waits_for_it() -> None:
+    """The last reference to an array a tensor viewed may die on a thread that does not hold the
+    GIL (a helper thread, a lock holder) while another thread holds it: that thread must not wait
+    for the GIL (python/src/deferred_release.h); the interpreter drops the reference soon after."""
+    import sys
+
+    obj = np.zeros(3)
+    before = sys.getrefcount(obj)
+    assert gc._groupcoord._release_on_another_thread(obj), "the thread waited for the GIL"
+    for _ in range(100_000):
+        if sys.getrefcount(obj) == before:
+            break
+    assert sys.getrefcount(obj) == before

@@ -84,17 +84,34 @@ Tensor::Tensor(std::shared_ptr<void> owner, void* base, std::shared_ptr<const La
       device_(device),
       defined_(true) {}
 
+namespace {
+
+/// A thread's recent compact layouts (Tensor::compact_layout). `gone` outlives the cache: it is
+/// trivially destructible, so a tensor made by a later thread_local or static destructor of the
+/// thread sees it set and bypasses the destroyed cache.
+template <typename Layout>
+struct RecentLayouts {
+  static constexpr std::size_t kSize = 8;
+  std::array<std::shared_ptr<const Layout>, kSize> layouts;
+  std::size_t next = 0;
+  static inline thread_local bool gone = false;
+  ~RecentLayouts() { gone = true; }
+};
+
+}  // namespace
+
 std::shared_ptr<const Tensor::Layout> Tensor::compact_layout(const Shape& shape) {
   // A collective called in a loop returns results of one shape every call: a few recent layouts
   // per thread spare each result the three allocations of a new one.
-  constexpr std::size_t kRecent = 8;
-  thread_local std::array<std::shared_ptr<const Layout>, kRecent> recent;
-  thread_local std::size_t next = 0;
-  for (const std::shared_ptr<const Layout>& layout : recent) {
+  using Recent = RecentLayouts<Layout>;
+  if (Recent::gone)
+    return std::make_shared<const Layout>(Layout{shape, detail::compact_strides(shape)});
+  thread_local Recent recent;
+  for (const std::shared_ptr<const Layout>& layout : recent.layouts) {
     if (layout != nullptr && layout->shape == shape) return layout;
   }
   auto made = std::make_shared<const Layout>(Layout{shape, detail::compact_strides(shape)});
-  recent[next++ % kRecent] = made;
+  recent.layouts[recent.next++ % Recent::kSize] = made;
   return made;
 }
 
@@ -139,8 +156,8 @@ Tensor Tensor::from_blob(void* ptr, const Shape& shape, const Shape& strides, DT
 }
 
 const Shape& Tensor::no_shape() {
-  static const Shape empty;
-  return empty;
+  static const Shape* empty = new Shape();  // leaked: undefined tensors may outlive statics
+  return *empty;
 }
 
 void Tensor::check_defined(const char* op) const {
