@@ -10,16 +10,26 @@ GROUPCOORD_DEBIAN_PACKAGES=(
   libgloo-dev libgtest-dev pybind11-dev libdlpack-dev
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pytest
-  python3-torch  # tests only: the suite's torch-cpu flavour (Debian's torch is CPU-only)
   iproute2 util-linux
 )
 
 gc_log() { printf '[groupcoord] %s\n' "$*"; }
 
+# Tests only, and not required: the Python suite's torch-cpu flavour (Debian's torch is CPU-only,
+# about 140 MB to download). When it cannot be installed, that flavour is left out.
+GROUPCOORD_OPTIONAL_PACKAGES=(python3-torch)
+
 gc_install_missing_packages() {
+  gc_install_packages "${GROUPCOORD_DEBIAN_PACKAGES[@]}"
+  gc_install_packages "${GROUPCOORD_OPTIONAL_PACKAGES[@]}" ||
+    gc_log "optional packages not installed (${GROUPCOORD_OPTIONAL_PACKAGES[*]}); going on without"
+}
+
+# gc_install_packages PKG...: installs those of PKG that are missing (apt-get).
+gc_install_packages() {
   local missing=()
   local pkg
-  for pkg in "${GROUPCOORD_DEBIAN_PACKAGES[@]}"; do
+  for pkg in "$@"; do
     if ! dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q "install ok installed"; then
       missing+=("$pkg")
     fi
