@@ -1,11 +1,11 @@
-// Tensor: a shared-ownership view of an n-d array (docs/architecture.md). It is what collectives read
-// and write, and what crosses the C++/Python boundary through DLPack.
+// Tensor: a shared-ownership view of an n-d array (docs/architecture.md). It is what collectives
+// read and write, and what crosses the C++/Python boundary through DLPack.
 //
 // A Tensor is a small value (offset, dtype, device) plus two reference-counted handles: one on
 // the memory it views and one on its shape and strides. Copying a Tensor allocates nothing and
 // shares both (collectives copy their results and keepalives on every call); views (narrow,
-// movedim, reshape when possible) share the memory and get a layout of their own. Strides and the storage offset are in
-// elements, as in torch and DLPack.
+// movedim, reshape when possible) share the memory and get a layout of their own. Strides and
+// the storage offset are in elements, as in torch and DLPack.
 #pragma once
 
 #include <dlpack/dlpack.h>

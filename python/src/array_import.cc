@@ -68,8 +68,6 @@ bool dtype_from_format(const char* format, py::ssize_t itemsize, DType* dtype) {
   }
 }
 
-/// Releases a Py_buffer when the last Tensor viewing it dies (possibly on a thread without the
-/// GIL; after the interpreter is gone the view is leaked, as numpy does).
 /// Element strides of a view, or false when a stride is negative or not a whole element.
 bool element_strides(const Py_buffer& view, Shape* strides) {
   for (int d = 0; d < view.ndim; ++d) {

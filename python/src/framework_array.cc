@@ -230,16 +230,16 @@ bool plain_torch_cpu(PyObject* obj) {
 }
 
 /// torch: is_cuda, is_neg(), dtype, shape, stride(), get_device(), data_ptr() — seven calls on
-/// CUDA; on the CPU (`cpu`: allowed) plain_torch_cpu's two instead of get_device(). A tensor with
-/// its negative bit set (a lazily negated view, such as `.conj().imag`) is refused with
-/// out->negative set: its memory holds the values un-negated, and torch 1.13's DLPack export
-/// passes them on as they are.
-bool read_torch(PyObject* obj, bool cpu, FrameworkArray* out) {
+/// CUDA (only when `cuda`: a CUDA view owns nothing); on the CPU plain_torch_cpu's two instead of
+/// get_device(). A tensor with its negative bit set (a lazily negated view, such as
+/// `.conj().imag`) is refused with out->negative set: its memory holds the values un-negated, and
+/// torch 1.13's DLPack export passes them on as they are.
+bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
   const Names& n = names();
   py::object is_cuda = get_attr(obj, n.is_cuda);
   if (!is_cuda) return false;
   const bool on_cuda = is_cuda.ptr() == Py_True;
-  if (!on_cuda && (!cpu || !plain_torch_cpu(obj))) return false;
+  if (on_cuda ? !cuda : !plain_torch_cpu(obj)) return false;
   py::object negative = call_method(obj, n.is_neg);
   if (!negative || negative.ptr() != Py_False) {
     out->negative = negative && negative.ptr() == Py_True;
@@ -307,7 +307,7 @@ bool read_framework_array(py::handle obj, FrameworkArray* out, bool borrowed) {
   try {
     PyObject* type = reinterpret_cast<PyObject*>(Py_TYPE(obj.ptr()));
     if (const TorchApi* torch = torch_api(); torch != nullptr && type == torch->tensor_type) {
-      ok = read_torch(obj.ptr(), /*cpu=*/true, out) && (borrowed || out->tensor.device().is_cpu());
+      ok = read_torch(obj.ptr(), /*cuda=*/borrowed, out);
     } else if (!borrowed) {
       ok = false;  // a CUDA view does not own its memory
     } else if (const CupyApi* cupy = cupy_api(); cupy != nullptr && type == cupy->ndarray_type) {

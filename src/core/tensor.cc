@@ -104,13 +104,15 @@ std::shared_ptr<const Tensor::Layout> Tensor::compact_layout(const Shape& shape)
   // A collective called in a loop returns results of one shape every call: a few recent layouts
   // per thread spare each result the three allocations of a new one.
   using Recent = RecentLayouts<Layout>;
-  if (Recent::gone)
+  auto make = [&] {
     return std::make_shared<const Layout>(Layout{shape, detail::compact_strides(shape)});
+  };
+  if (Recent::gone) return make();
   thread_local Recent recent;
   for (const std::shared_ptr<const Layout>& layout : recent.layouts) {
     if (layout != nullptr && layout->shape == shape) return layout;
   }
-  auto made = std::make_shared<const Layout>(Layout{shape, detail::compact_strides(shape)});
+  std::shared_ptr<const Layout> made = make();
   recent.layouts[recent.next++ % Recent::kSize] = made;
   return made;
 }

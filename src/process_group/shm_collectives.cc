@@ -53,6 +53,8 @@ constexpr std::uint64_t kGaveUpOnFailure = std::uint64_t{2} << 32;
 // What a single-copy collective says when a peer gave up while it read the peer's buffers.
 constexpr const char* kReadMayBeInvalid =
     "while this rank read its buffers, which it may have freed: the result is not valid";
+// A direct-all_reduce size (KiB) that means "never".
+constexpr std::int32_t kNeverKib = std::numeric_limits<std::int32_t>::max();
 // Room for the segment's name in the set-up broadcast.
 constexpr std::size_t kNameBytes = 96;
 
@@ -103,19 +105,19 @@ bool enabled_here() { return switched_on("GROUPCOORD_CPU_SHM"); }
 
 // This rank's wish for the size (KiB) from which all_reduce reads the peers' memory directly:
 // GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB when set (0: never, whatever the others wish), else
-// kSingleCopyReduceBytes for groups of 2 and INT32_MAX (not by default) for larger ones. The direct
+// kSingleCopyReduceBytes for groups of 2 and kNeverKib (not by default) for larger ones. The direct
 // path was measured faster at 2 ranks and slower at 4 ranks sharing 2 cores
 // (docs/benchmarks/cpu_collectives.md).
 std::int32_t direct_all_reduce_kib(int size, const std::string& label) {
-  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   const std::int32_t fallback =
-      size == 2 ? static_cast<std::int32_t>(ShmCollectives::kSingleCopyReduceBytes >> 10) : kNever;
+      size == 2 ? static_cast<std::int32_t>(ShmCollectives::kSingleCopyReduceBytes >> 10)
+                : kNeverKib;
   const char* value = std::getenv("GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB");
   if (value == nullptr || *value == '\0') return fallback;
   char* end = nullptr;
   errno = 0;
   const long kib = std::strtol(value, &end, 10);
-  if (errno != 0 || *end != '\0' || kib < 0 || kib > kNever) {
+  if (errno != 0 || *end != '\0' || kib < 0 || kib > kNeverKib) {
     GC_LOG(Warn, label, ": GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB=", value,
            " is not a size in KiB (0 or more); the default is used");
     return fallback;
@@ -178,11 +180,10 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
   const bool single_copy = channel.all_reduce_min(reachable ? 1 : 0) == 1;
   // Every rank must take the same path for the same message: one rank's 0 turns it off for the
   // group, else the smallest wish wins.
-  constexpr std::int32_t kNever = std::numeric_limits<std::int32_t>::max();
   const std::int32_t wish = direct_all_reduce_kib(size, health->label());
   const bool switched_off = channel.all_reduce_min(wish == 0 ? 0 : 1) == 0;
-  const std::int32_t direct_kib = channel.all_reduce_min(wish == 0 ? kNever : wish);
-  const std::size_t direct_bytes = !single_copy || switched_off || direct_kib == kNever
+  const std::int32_t direct_kib = channel.all_reduce_min(wish == 0 ? kNeverKib : wish);
+  const std::size_t direct_bytes = !single_copy || switched_off || direct_kib == kNeverKib
                                        ? std::numeric_limits<std::size_t>::max()
                                        : static_cast<std::size_t>(direct_kib) << 10;
   GC_LOG(Debug, health->label(), ": CPU collectives through shared memory (", group_name,

@@ -45,7 +45,8 @@
 // not calling the collective) makes the others throw TimeoutError naming the group, the op and the
 // missing ranks, and the group is marked broken. A rank that gives up (that timeout, or a failed
 // read of a peer's memory) also sets a word in the segment before it can free anything: the other
-// ranks then raise DistributedError at once instead of waiting for their own deadline, and a
+// ranks then raise at once, with the same kind of error (TimeoutError when it timed out), instead
+// of waiting for their own deadline, and a
 // single-copy collective that read buffers of a rank that gave up raises rather than returning
 // what it read (the buffers may have been freed meanwhile).
 #pragma once
