@@ -28,11 +28,14 @@
 //       [--timeout-s 60] [--trace]
 //
 // --timeout-s is the groups' deadline (a hang ends in an error naming the op); --trace makes
-// every rank say on stderr which op and size it is about to time. --profile raw|comm|nccl
-// (1 rank) skips the table and runs only that path's all_reduce(out) of 4 KiB bf16 for
-// --profile-seconds (default 5), for a sampling profiler to compare the paths.
+// every rank say on stderr which op and size it is about to time. --profile
+// raw|nccl|comm|comm-alloc (1 rank) skips the table and runs only that path's all_reduce of 4 KiB
+// bf16 (comm: with out=) for --profile-seconds (default 5), for a sampling profiler to compare
+// the paths.
 // A short breakdown first prints what single CUDA runtime calls on the path cost here. At 1 rank
-// a last section times CUDA graph replays: one graph of 100 captured all_reduce(out) calls of
+// the table is followed by sustained calls (20,000 per round and path, so that each path's own
+// watchdog passes fall into its own time, which rounds of 200 calls hide) and a last section times
+// CUDA graph replays: one graph of 100 captured all_reduce(out) calls of
 // 4 KiB bf16 through the communicator against the same built from raw NCCL calls (issue "CUDA
 // graphs"): µs per replay, launch to completion, and the ratio.
 #include <cuda.h>
@@ -52,6 +55,7 @@
 #include <vector>
 
 #include "cuda/device_guard.h"
+#include "cuda/driver_calls.h"
 #include "cuda/nccl_api.h"
 #include "cuda/nccl_comm.h"
 #include "cuda/steady_nanoseconds.h"
@@ -102,7 +106,8 @@ Options parse(int argc, char** argv) {
     } else {
       std::fprintf(stderr,
                    "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm] "
-                   "[--timeout-s S] [--trace] [--profile raw|comm|nccl] [--profile-seconds S]\n");
+                   "[--timeout-s S] [--trace] [--profile raw|nccl|comm|comm-alloc] "
+                   "[--profile-seconds S]\n");
       std::exit(2);
     }
   }
@@ -260,6 +265,11 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
     cudaStreamCaptureStatus status;
     cudaStreamIsCapturing(stream, &status);
   });
+  unsigned long long id = 0;
+  const double get_id = per_call([&] { gc::cuda::stream_id(stream, &id); });
+  cudaEventRecord(event, stream);
+  cudaStreamSynchronize(stream);
+  const double query = per_call([&] { cudaEventQuery(event); });
   const double get_device = per_call([&] {
     int d;
     cudaGetDevice(&d);
@@ -277,51 +287,96 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
       per_call([&] { sink = Clock::now().time_since_epoch().count(); });
   const double coarse_clock = per_call([&] { sink = gc::cuda::coarse_steady_nanoseconds(); });
   std::printf("breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
-              "cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f, "
+              "cuStreamGetId %.0f, cudaEventQuery (completed) %.0f, cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f, "
               "comm.all_reduce(out) of 0 elements %.0f, steady_clock::now %.0f, "
               "CLOCK_MONOTONIC_COARSE %.0f\n",
-              record, capturing, get_device, empty, checks, fine_clock, coarse_clock);
+              record, capturing, get_id, query, get_device, empty, checks, fine_clock, coarse_clock);
   cudaEventDestroy(event);
 }
 
-/// --profile: all_reduce(out) of 4 KiB bf16 on one path only, back to back for the given time
-/// (the stream drained every 200 calls), so that a sampling profiler sees that path alone.
-void profile_path(const Options& o, gc::DeviceCommunicator& comm, const gc::cuda::NcclApi& api,
-                  ncclComm_t raw, gc::cuda::NcclComm& tracked, gc::Device device,
-                  cudaStream_t stream) {
-  const std::size_t count = 2048;
-  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
-  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
-  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
-  auto raw_call = [&](ncclComm_t c) {
-    return api.AllReduce(x.data_ptr(), out.data_ptr(), count, ncclBfloat16, ncclSum, c, stream);
+/// all_reduce of 4 KiB bf16 on one path, as one call: "raw" NCCL, "nccl" NcclComm::enqueue (the
+/// tracking alone), "comm" the communicator with `out=`, "comm-alloc" the communicator returning
+/// a new result.
+Body all_reduce_path(const std::string& path, gc::DeviceCommunicator& comm,
+                     const gc::cuda::NcclApi& api, ncclComm_t raw, gc::cuda::NcclComm& tracked,
+                     gc::Device device, cudaStream_t stream, const Tensor& x, const Tensor& out) {
+  const std::size_t count = static_cast<std::size_t>(x.numel());
+  void* in_ptr = x.data_ptr();
+  void* out_ptr = out.data_ptr();
+  auto raw_call = [&api, in_ptr, out_ptr, count, stream](ncclComm_t c) {
+    return api.AllReduce(in_ptr, out_ptr, count, ncclBfloat16, ncclSum, c, stream);
   };
-  Body body;
-  if (o.profile == "raw") {
-    body = [&] { raw_call(raw); };
-  } else if (o.profile == "comm") {
-    body = [&] { comm.all_reduce(x, out); };
-  } else if (o.profile == "nccl") {
-    body = [&] {
+  if (path == "raw") return [raw_call, raw] { raw_call(raw); };
+  if (path == "comm") return [&comm, x, out] { comm.all_reduce(x, out); };
+  if (path == "comm-alloc") return [&comm, x] { comm.all_reduce(x); };
+  if (path == "nccl") {
+    return [raw_call, &tracked, device, stream] {
       gc::cuda::DeviceGuard guard(device);
       tracked.enqueue("bench", stream,
                       [&](const gc::cuda::NcclApi&, ncclComm_t c) { return raw_call(c); });
     };
-  } else {
-    throw std::runtime_error("--profile takes raw, comm or nccl, not " + o.profile);
   }
-  const auto stop = Clock::now() + std::chrono::duration<double>(o.profile_seconds);
-  long calls = 0;
+  throw std::runtime_error("--profile takes raw, comm, comm-alloc or nccl, not " + path);
+}
+
+/// Host µs per call of `blocks` blocks of 200 back-to-back calls, the stream drained (untimed)
+/// after each block.
+double time_blocks(const Body& body, int blocks, cudaStream_t stream) {
   double busy_us = 0;
-  while (Clock::now() < stop) {
+  for (int b = 0; b < blocks; ++b) {
     const auto start = Clock::now();
     for (int i = 0; i < 200; ++i) body();
     busy_us += std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-    calls += 200;
     cudaStreamSynchronize(stream);
   }
-  std::printf("profile %s: %ld calls, %.2f host µs per call\n", o.profile.c_str(), calls,
-              busy_us / calls);
+  return busy_us / (200.0 * blocks);
+}
+
+/// --profile: one path's all_reduce of 4 KiB bf16, back to back for the given time, so that a
+/// sampling profiler sees that path alone.
+void profile_path(const Options& o, const Body& body, cudaStream_t stream) {
+  const auto stop = Clock::now() + std::chrono::duration<double>(o.profile_seconds);
+  long blocks = 0;
+  double us = 0;
+  while (Clock::now() < stop) {
+    us += time_blocks(body, 1, stream);
+    ++blocks;
+  }
+  std::printf("profile %s: %ld calls, %.2f host µs per call\n", o.profile.c_str(), blocks * 200,
+              us / blocks);
+}
+
+/// Sustained calls (1 rank): the table's rounds of 200 calls hide what the watchdog's passes (every
+/// 10 ms while work is in flight) cost, because a pass mostly falls into another column's round.
+/// Here each path runs 20,000 calls per round, so its own watchdog passes land in its own time.
+void time_sustained(gc::DeviceCommunicator& comm, const gc::cuda::NcclApi& api, ncclComm_t raw,
+                    gc::cuda::NcclComm& tracked, gc::Device device, cudaStream_t stream,
+                    std::vector<Row>& rows) {
+  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
+  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
+  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+  const char* paths[] = {"raw", "nccl", "comm", "comm-alloc"};
+  std::vector<Body> bodies;
+  for (const char* p : paths) {
+    bodies.push_back(all_reduce_path(p, comm, api, raw, tracked, device, stream, x, out));
+  }
+  constexpr int kRounds = 5;
+  std::vector<std::vector<double>> us(bodies.size());
+  for (int r = 0; r < kRounds; ++r) {
+    for (std::size_t p = 0; p < bodies.size(); ++p) us[p].push_back(time_blocks(bodies[p], 100, stream));
+  }
+  std::printf("sustained all_reduce of 4 KiB bf16 (%d rounds of 20000 calls per path, medians):", kRounds);
+  const double raw_us = median(us[0]);
+  for (std::size_t p = 0; p < bodies.size(); ++p) {
+    const double m = median(us[p]);
+    rows.push_back({"all_reduce sustained", "4KiB-bf16", paths[p], m});
+    if (p == 0) {
+      std::printf(" raw %.2f µs", m);
+    } else {
+      std::printf(", %s %.2f (%+.2f)", paths[p], m, m - raw_us);
+    }
+  }
+  std::printf("\n");
 }
 
 /// Captures `calls` on `stream` into an instantiated graph (global capture mode).
@@ -448,7 +503,11 @@ int main(int argc, char** argv) {
     }
     if (!o.profile.empty()) {
       if (n != 1) throw std::runtime_error("--profile runs at 1 rank");
-      profile_path(o, *comm, api, raw, *tracked, device, stream);
+      Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
+      Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
+      cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+      profile_path(o, all_reduce_path(o.profile, *comm, api, raw, *tracked, device, stream, x, out),
+                   stream);
     }
     const bool print = rank == 0 && o.profile.empty();
     if (print) {
@@ -625,6 +684,7 @@ int main(int argc, char** argv) {
       }
     }
     if (n == 1 && o.profile.empty()) {
+      time_sustained(*comm, api, raw, *tracked, device, stream, rows);
       time_graph_replays(o, *comm, api, raw, device, stream, *world, rows);
     }
     if (print && !o.json.empty()) {

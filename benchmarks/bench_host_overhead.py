@@ -310,6 +310,7 @@ def breakdown_calls(world: World) -> dict[str, Call]:
         raw = getattr(torch._C, "_cuda_getCurrentRawStream", None)
         calls.update({
             "torch x.is_cuda": lambda: x.is_cuda,
+            "torch x.is_neg()": lambda: x.is_neg(),
             "torch x.dtype": lambda: x.dtype,
             "torch x.shape": lambda: x.shape,
             "torch x.stride()": lambda: x.stride(),
@@ -373,13 +374,13 @@ def print_breakdown(values: dict[str, Optional[float]]) -> None:
     width = max(len(name) for name in values)
     for name, value in values.items():
         print(f"  {name:<{width}}  {fmt(value, '8.0f')}")
-    torch_reads = ["torch x.is_cuda", "torch x.dtype", "torch x.shape", "torch x.stride()",
+    torch_reads = ["torch x.is_cuda", "torch x.is_neg()", "torch x.dtype", "torch x.shape", "torch x.stride()",
                    "torch x.get_device()", "torch x.data_ptr()",
                    "torch _cuda_getCurrentRawStream(i)"]
     if all(values.get(k) is not None for k in torch_reads + ["lambda: None"]):
         base = values["lambda: None"]
         reads = sum(values[k] - base for k in torch_reads)
-        print(f"  torch's own reads per input (6 attributes + stream, lambda excluded): "
+        print(f"  torch's own reads per input (7 attributes + stream, lambda excluded): "
               f"{reads:.0f} ns", flush=True)
 
 
@@ -460,6 +461,11 @@ def main() -> int:
     parser.add_argument("--json", help="write every figure here (rank 0)")
     parser.add_argument("--breakdown-calls", type=int, default=2000,
                         help="calls per round of each breakdown item (0: no breakdown)")
+    parser.add_argument("--profile", metavar="COLUMN:OP",
+                        help="instead of the table: loop one column's call of 4 KiB bf16 (e.g. "
+                        "'gc-torch:all_reduce out=' or 'cupy:all_reduce') for --profile-seconds, "
+                        "for a sampling profiler (perf record -e cpu-clock:u)")
+    parser.add_argument("--profile-seconds", type=float, default=3.0)
     args = parser.parse_args()
     if torch is None and cupy is None:
         print("bench_host_overhead.py: needs torch or cupy for CUDA arrays; nothing to measure")
@@ -483,6 +489,49 @@ def main() -> int:
     group, target = groupcoord_target(world)
     sanity_check(target, world)
 
+    if args.profile:
+        profile_loop(args.profile, args.profile_seconds, cupy_comm, torch_ready, target, world)
+    else:
+        run_table(args, world_group, world, cupy_comm, torch_ready, target)
+    synchronize()
+    world_group.barrier()
+    if torch_ready:
+        dist.destroy_process_group()
+    if target is not group:
+        target.destroy()
+    group.destroy()
+    gc.destroy_distributed_environment()
+    return 0
+
+
+def profile_loop(spec: str, seconds: float, cupy_comm: Any, torch_ready: bool, target: Any,
+                 world: World) -> None:
+    """Loops one column's call (4 KiB bf16; cupy: its raw call) and prints µs per call."""
+    column, _, op = spec.partition(":")
+    size = SIZES[1]
+    if column == "cupy":
+        call = cupy_raw_call(cupy_comm, op, size, world)
+    elif column == "torch":
+        call = torch_dist_call(torch_ready, op, size, world)
+    else:
+        library = {"gc-torch": "torch", "gc-cupy": "cupy"}.get(column)
+        call = groupcoord_call(target, library, op, size, world) if library else None
+    if call is None:
+        raise SystemExit(f"--profile {spec!r}: no such call here (columns {COLUMNS}, ops {OPS})")
+    calls = 0
+    deadline = time.perf_counter() + seconds
+    start = time.perf_counter_ns()
+    while time.perf_counter() < deadline:
+        for _ in range(200):
+            call()
+        synchronize()
+        calls += 200
+    elapsed = (time.perf_counter_ns() - start) / 1000.0
+    print(f"[profile] {spec}: {calls} calls, {elapsed / calls:.2f} µs per call (host and GPU)")
+
+
+def run_table(args: argparse.Namespace, world_group: gc.GroupCoordinator, world: World,
+              cupy_comm: Any, torch_ready: bool, target: Any) -> None:
     keys = [(op, size.label) for op in OPS for size in SIZES]
     medians = np.full((len(keys), len(COLUMNS)), np.nan)
     for index, (op, label) in enumerate(keys):
@@ -516,15 +565,6 @@ def main() -> int:
                 json.dump({"world_size": world.size, "rounds": args.rounds, "calls": args.calls,
                            "versions": versions(), "rows": rows,
                            "breakdown_ns": parts}, out, indent=1)
-    synchronize()
-    world_group.barrier()
-    if torch_ready:
-        dist.destroy_process_group()
-    if target is not group:
-        target.destroy()
-    group.destroy()
-    gc.destroy_distributed_environment()
-    return 0
 
 
 if __name__ == "__main__":

@@ -14,17 +14,19 @@ namespace {
 struct DriverEntryPoints {
   CUresult (*is_capturing)(CUstream, CUstreamCaptureStatus*) = nullptr;
   CUresult (*record)(CUevent, CUstream) = nullptr;
+  CUresult (*get_id)(CUstream, unsigned long long*) = nullptr;
 
   DriverEntryPoints() {
     is_capturing = lookup<decltype(is_capturing)>("cuStreamIsCapturing");
     record = lookup<decltype(record)>("cuEventRecord");
+    get_id = lookup<decltype(get_id)>("cuStreamGetId");
   }
 
   template <typename Fn>
   static Fn lookup(const char* name) {
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    // 12000: the ABI of these two functions has not changed since CUDA 12.0.
+    // 12000: the ABI of these functions has not changed since CUDA 12.0.
     if (cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found) !=
             cudaSuccess ||
         found != cudaDriverEntryPointSuccess) {
@@ -64,6 +66,12 @@ cudaError_t record_event(cudaEvent_t event, cudaStream_t stream) {
   const DriverEntryPoints& d = driver();
   if (d.record != nullptr && d.record(event, stream) == CUDA_SUCCESS) return cudaSuccess;
   return cudaEventRecord(event, stream);
+}
+
+bool stream_id(cudaStream_t stream, unsigned long long* id) {
+  if (stream == cudaStreamPerThread) return false;
+  const DriverEntryPoints& d = driver();
+  return d.get_id != nullptr && d.get_id(stream, id) == CUDA_SUCCESS;
 }
 
 }  // namespace cuda

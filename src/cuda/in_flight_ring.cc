@@ -56,7 +56,8 @@ InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
   *error = record_event(s.event, stream);
   if (*error != cudaSuccess) return Push::kCudaError;
   s.op = op;
-  s.stream = stream;
+  s.stream.stream = stream;
+  s.stream.has_id = stream_id(stream, &s.stream.id);
   s.enqueued_ns = enqueued_ns;
   s.keepalive = std::move(keepalive);
   s.done = false;
@@ -76,7 +77,7 @@ InFlightRing::Scan InFlightRing::reap(std::vector<Tensor>& released) {
       streams_.push_back(s.stream);
     }
   }
-  for (cudaStream_t stream : streams_) reap_stream(stream, head, tail, scan, released);
+  for (const StreamKey& stream : streams_) reap_stream(stream, head, tail, scan, released);
   while (head < tail && slot(head).done) ++head;
   head_.store(head, std::memory_order_release);  // the producer may now reuse those slots
   for (std::uint64_t i = head; i < tail; ++i) {
@@ -90,25 +91,60 @@ InFlightRing::Scan InFlightRing::reap(std::vector<Tensor>& released) {
   return scan;
 }
 
-void InFlightRing::reap_stream(cudaStream_t stream, std::uint64_t from, std::uint64_t to,
+void InFlightRing::reap_stream(const StreamKey& stream, std::uint64_t from, std::uint64_t to,
                                Scan& scan, std::vector<Tensor>& released) {
+  entries_.clear();
   for (std::uint64_t i = from; i < to; ++i) {
-    Slot& s = slot(i);
-    if (s.done || s.stream != stream) continue;
-    const cudaError_t state = cudaEventQuery(s.event);
-    if (state == cudaErrorNotReady) return;  // later entries on this handle: a later pass
-    if (state != cudaSuccess) {
-      (void)cudaGetLastError();
-      ++scan.failed;
-      if (scan.failed_op == nullptr) {
-        scan.failed_op = s.op;
-        scan.failure = state;
-      }
-      return;
-    }
+    const Slot& s = slot(i);
+    if (!s.done && s.stream == stream) entries_.push_back(i);
+  }
+  const std::size_t completed = completed_prefix(stream.has_id, scan);
+  for (std::size_t k = 0; k < completed; ++k) {
+    Slot& s = slot(entries_[k]);
     s.done = true;
     released.push_back(std::move(s.keepalive));
   }
+}
+
+std::size_t InFlightRing::completed_prefix(bool by_boundary, Scan& scan) {
+  const std::size_t n = entries_.size();
+  if (n == 0) return 0;
+  if (!by_boundary) {
+    std::size_t k = 0;
+    while (k < n && query(entries_[k], scan) == cudaSuccess) ++k;
+    return k;
+  }
+  // One stream runs its work in order, so its completed entries are a prefix: the newest first
+  // (an idle stream costs one query), then a binary search keeping entries [0, low) completed and
+  // entry `high` not.
+  cudaError_t state = query(entries_[n - 1], scan);
+  if (state == cudaSuccess) return n;
+  std::size_t low = 0, high = n - 1;
+  while (state == cudaErrorNotReady && low < high) {
+    const std::size_t mid = low + (high - low) / 2;
+    state = query(entries_[mid], scan);
+    if (state == cudaSuccess) {
+      low = mid + 1;
+      state = cudaErrorNotReady;  // keep searching
+    } else if (state == cudaErrorNotReady) {
+      high = mid;
+    }
+  }
+  return low;  // an error stops the search: what is known completed is released
+}
+
+cudaError_t InFlightRing::query(std::uint64_t index, Scan& scan) {
+  const Slot& s = slot(index);
+  ++scan.queries;
+  const cudaError_t state = cudaEventQuery(s.event);
+  if (state == cudaSuccess || state == cudaErrorNotReady) return state;
+  (void)cudaGetLastError();
+  ++scan.failed;
+  if (scan.failed_op == nullptr) {
+    scan.failed_op = s.op;
+    scan.failure = state;
+  }
+  return state;
 }
 
 bool InFlightRing::empty() const {

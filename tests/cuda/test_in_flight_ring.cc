@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <cstdio>
 #include <vector>
 
 #include "cuda/driver_calls.h"
@@ -202,7 +203,77 @@ TEST_F(InFlightRingGpu, FindsTheCompletionBoundaryOfALongStream) {
   EXPECT_EQ(scan.pending, 100u);
   EXPECT_STREQ(scan.oldest_op, "late");
   EXPECT_EQ(ring.room(), 156u);
+  // The newest entry, then a binary search over 137 entries: at most 1 + ceil(log2 137) queries.
+  EXPECT_LE(scan.queries, 9u);
   held.release();
+}
+
+// What reaping costs: the watchdog's event queries take the driver's lock that the caller's
+// launches need. A stream's completed entries cost one query however many there are; a stream
+// without an id (the per-thread default stream) is queried entry by entry.
+TEST_F(InFlightRingGpu, ReapingAStreamCostsOneQueryWhenAllOfItCompleted) {
+  InFlightRing ring(2048);
+  cudaStream_t stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  unsigned long long id = 0;
+  ASSERT_TRUE(cuda::stream_id(stream, &id)) << "cuStreamGetId is not available";
+  for (int i = 0; i < 1000; ++i) ASSERT_EQ(push(ring, "op", stream), InFlightRing::Push::kDone);
+  cudaStreamSynchronize(stream);
+  InFlightRing::Scan scan = reap(ring);
+  EXPECT_EQ(scan.pending, 0u);
+  EXPECT_EQ(scan.queries, 1u);
+  EXPECT_TRUE(ring.empty());
+
+  for (int i = 0; i < 10; ++i) {
+    ASSERT_EQ(push(ring, "per-thread", cudaStreamPerThread), InFlightRing::Push::kDone);
+  }
+  cudaStreamSynchronize(cudaStreamPerThread);
+  scan = reap(ring);
+  EXPECT_EQ(scan.pending, 0u);
+  EXPECT_EQ(scan.queries, 10u) << "no inference on the per-thread default stream";
+  cudaStreamDestroy(stream);
+}
+
+// A destroyed stream's handle value may come back for a new stream; entries of the old one must
+// not be taken for complete because the new one's are (their buffers may still be in use).
+TEST_F(InFlightRingGpu, ANewStreamOnAReusedHandleNeverCompletesTheOldOnesEntries) {
+  InFlightRing ring(64);
+  HeldStream held;  // keeps its own stream; the old stream below waits on its flag
+  cudaStream_t old_stream = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&old_stream, cudaStreamNonBlocking), cudaSuccess);
+  cudaEvent_t gate = nullptr;
+  ASSERT_EQ(cudaEventCreateWithFlags(&gate, cudaEventDisableTiming), cudaSuccess);
+  ASSERT_TRUE(held.hold());
+  ASSERT_EQ(cudaEventRecord(gate, held.get()), cudaSuccess);
+  ASSERT_EQ(cudaStreamWaitEvent(old_stream, gate, 0), cudaSuccess);  // old_stream now waits
+  bool old_freed = false;
+  ASSERT_EQ(push(ring, "old", old_stream, buffer(&old_freed)), InFlightRing::Push::kDone);
+  ASSERT_EQ(push(ring, "old", old_stream), InFlightRing::Push::kDone);
+  const cudaStream_t old_handle = old_stream;
+  ASSERT_EQ(cudaStreamDestroy(old_stream), cudaSuccess);  // its work still runs later
+  // Try for the same handle value (allocators often hand it back at once).
+  std::vector<cudaStream_t> made;
+  cudaStream_t fresh = nullptr;
+  for (int i = 0; i < 16; ++i) {
+    ASSERT_EQ(cudaStreamCreateWithFlags(&fresh, cudaStreamNonBlocking), cudaSuccess);
+    if (fresh == old_handle) break;
+    made.push_back(fresh);
+  }
+  std::printf("the new stream %s the old stream's handle\n",
+              fresh == old_handle ? "reuses" : "does not reuse");
+  for (int i = 0; i < 3; ++i) ASSERT_EQ(push(ring, "new", fresh), InFlightRing::Push::kDone);
+  cudaStreamSynchronize(fresh);
+  const InFlightRing::Scan scan = reap(ring);
+  EXPECT_EQ(scan.pending, 2u) << "the old stream's entries are still running";
+  EXPECT_STREQ(scan.oldest_op, "old");
+  EXPECT_FALSE(old_freed);
+  held.release();
+  cudaDeviceSynchronize();
+  EXPECT_EQ(reap(ring).pending, 0u);
+  EXPECT_TRUE(old_freed);
+  cudaEventDestroy(gate);
+  cudaStreamDestroy(fresh);
+  for (cudaStream_t s : made) cudaStreamDestroy(s);
 }
 
 TEST_F(InFlightRingGpu, TeardownHandsOverTheBuffersOfRunningEntries) {
