@@ -1,5 +1,6 @@
 #include "array_library.h"
 
+#include <functional>
 #include <map>
 #include <mutex>
 #include <unordered_map>
@@ -14,8 +15,9 @@ namespace {
 
 // Every table below is touched with the GIL held only. Entries are leaked on purpose: they hold
 // Python objects that must not be released after the interpreter is gone.
-std::map<std::string, const ArrayLibrary*>& libraries() {
-  static auto* table = new std::map<std::string, const ArrayLibrary*>();
+using LibraryTable = std::map<std::string, const ArrayLibrary*, std::less<>>;
+LibraryTable& libraries() {
+  static auto* table = new LibraryTable();
   return *table;
 }
 
@@ -78,17 +80,17 @@ void check_device_type(const std::string& device_type) {
 
 }  // namespace
 
-const ArrayLibrary& library_by_name(const std::string& name) {
+const ArrayLibrary& library_by_name(std::string_view name) {
   auto& table = libraries();
   auto it = table.find(name);
   if (it != table.end()) return *it->second;
   const ArrayLibrary* library = nullptr;
   try {
-    library = make_library(name);
+    library = make_library(std::string(name));
   } catch (const py::error_already_set& e) {
     GC_CHECK(false, "array library '", name, "' cannot be used: ", e.what());
   }
-  table.emplace(name, library);
+  table.emplace(std::string(name), library);
   return *library;
 }
 

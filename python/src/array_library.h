@@ -7,6 +7,7 @@
 #include <pybind11/pybind11.h>
 
 #include <string>
+#include <string_view>
 
 #include "groupcoord/device.h"
 
@@ -31,8 +32,10 @@ struct ArrayLibrary {
 const ArrayLibrary* library_of(pybind11::handle obj);
 
 /// The library named `name`: "numpy", "dlpack", or an importable module with from_dlpack
-/// ("torch", "cupy", ...). Throws std::invalid_argument when it cannot be used.
-const ArrayLibrary& library_by_name(const std::string& name);
+/// ("torch", "cupy", ...). Throws std::invalid_argument when it cannot be used. Libraries live
+/// as long as the process. (The name is a string_view, taken by value: a `const std::string&`
+/// parameter made GCC 13 warn of a dangling reference wherever a literal was passed.)
+const ArrayLibrary& library_by_name(std::string_view name);
 
 /// The library for results on `device` that have no input to mirror.
 const ArrayLibrary& default_library(Device device);
