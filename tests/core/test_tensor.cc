@@ -5,8 +5,10 @@
 
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -364,6 +366,43 @@ TEST_F(AllocatorTest, CpuAllocatorCachesLargeBlocksBySizeClass) {
   CpuAllocator uncached(0);
   uncached.deallocate(uncached.allocate(big, Device::cpu()), big, Device::cpu());
   EXPECT_EQ(uncached.cached_bytes(), 0u);
+}
+
+/// The VmFlags line of /proc/self/smaps for the mapping that holds `address` ("" if none).
+static std::string vm_flags_of(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto where = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    unsigned long long begin = 0, end = 0;
+    if (std::sscanf(line.c_str(), "%llx-%llx ", &begin, &end) == 2 &&
+        line.find(':') > line.find(' ')) {
+      inside = where >= begin && where < end;
+    } else if (inside && line.rfind("VmFlags:", 0) == 0) {
+      return line;
+    }
+  }
+  return "";
+}
+
+TEST_F(AllocatorTest, CpuAllocatorAsksForHugePagesForBlocksOfAHugePageOrMore) {
+  if (!std::ifstream("/sys/kernel/mm/transparent_hugepage/enabled")) {
+    GTEST_SKIP() << "this kernel has no transparent huge pages";
+  }
+  CpuAllocator allocator(0);
+  const std::size_t huge_page = std::size_t{2} << 20;
+  const std::size_t bytes = 3 * huge_page + 100;
+  void* block = allocator.allocate(bytes, Device::cpu());
+  ASSERT_NE(block, nullptr);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(block) % huge_page, 0u);
+  std::memset(block, 1, bytes);
+  const std::string flags = vm_flags_of(block);
+  EXPECT_NE(flags.find(" hg"), std::string::npos) << flags;
+  allocator.deallocate(block, bytes, Device::cpu());
+  // A small block is left to the heap as it is.
+  void* small = allocator.allocate(4096, Device::cpu());
+  EXPECT_EQ(vm_flags_of(small).find(" hg"), std::string::npos) << vm_flags_of(small);
+  allocator.deallocate(small, 4096, Device::cpu());
 }
 
 TEST_F(AllocatorTest, TensorsReturnMemoryToTheirAllocator) {
