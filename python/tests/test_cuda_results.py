@@ -11,6 +11,9 @@ the TP group (NCCL with one rank) instead.
 
 from __future__ import annotations
 
+import contextlib
+import gc as python_gc
+import time
 from typing import Any, Callable, Iterator
 
 import numpy as np
@@ -25,6 +28,19 @@ MIB = 1 << 20
 # Cycles of torch.cuda._sleep: about a quarter of a second on an H200 (1.98 GHz), far longer
 # than any host call, far shorter than the suite's deadlines.
 SLEEP_CYCLES = 500_000_000
+
+
+@contextlib.contextmanager
+def python_gc_paused() -> Iterator[None]:
+    """No collection pass of Python's own inside a timed window (one can take longer than the
+    GPU's sleep on a loaded host, which would look like a host wait of ours)."""
+    was_enabled = python_gc.isenabled()
+    python_gc.disable()
+    try:
+        yield
+    finally:
+        if was_enabled:
+            python_gc.enable()
 
 
 @pytest.fixture(scope="module")
@@ -175,10 +191,13 @@ def test_no_host_synchronisation(target: Any, name: str) -> None:
     call(x)  # warm-up: connections, the allocator's first blocks
     torch.cuda.synchronize()
     torch.cuda._sleep(SLEEP_CYCLES)
-    call(x)
-    still_busy = not torch.cuda.current_stream().query()
+    with python_gc_paused():
+        start = time.perf_counter()
+        call(x)
+        still_busy = not torch.cuda.current_stream().query()
+        took = time.perf_counter() - start
     torch.cuda.synchronize()
-    assert still_busy, f"{name} waited on the host for the GPU"
+    assert still_busy, f"{name} waited on the host for the GPU (the call took {took * 1e3:.1f} ms)"
 
 
 @requires_torch_cuda
@@ -241,17 +260,22 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
     torch.cuda.synchronize()
     torch.cuda._sleep(SLEEP_CYCLES)
     busy = torch.cuda.default_stream().query
-    # Each step is checked on its own, so that a failure says which one waited on the host.
-    steps = {}
-    t = target.all_reduce(DLPackOnly(x))
-    steps["all_reduce"] = not busy()
-    with torch.cuda.stream(stream):
-        imported = torch.from_dlpack(t)  # on `stream`, after the result
-        steps["from_dlpack"] = not busy()
-        y = imported * 1
-    steps["consumer's kernel"] = not busy()
+    # Each step is checked on its own, so that a failure says which one waited on the host, and
+    # timed, so that it says how long the host took (a host wait lasts the rest of the sleep).
+    steps: dict[str, tuple[bool, float]] = {}
+    clock = time.perf_counter
+    with python_gc_paused():
+        start = clock()
+        t = target.all_reduce(DLPackOnly(x))
+        steps["all_reduce"] = (busy(), clock() - start)
+        with torch.cuda.stream(stream):
+            imported = torch.from_dlpack(t)  # on `stream`, after the result
+            steps["from_dlpack"] = (busy(), clock() - start)
+            y = imported * 1
+        steps["consumer's kernel"] = (busy(), clock() - start)
     torch.cuda.synchronize()
-    waited = [name for name, still_busy in steps.items() if not still_busy]
+    waited = [f"{name} (host at {at * 1e3:.1f} ms)" for name, (still_busy, at) in steps.items()
+              if not still_busy]
     assert not waited, f"the GPU was idle after: {waited} (a host wait in the first of them)"
     assert torch.equal(y, full(rank_sum(target), n))
 
