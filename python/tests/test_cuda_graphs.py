@@ -89,6 +89,7 @@ class _Capture:
             del warm
             self._stream.begin_capture()
         else:
+            self._stream_before = _torch().cuda.current_stream()
             self._context = _torch().cuda.graph(self._graph)
             self._context.__enter__()
         return self
@@ -102,7 +103,12 @@ class _Capture:
             if exc[0] is None:
                 self._graph = graph
         else:
-            self._context.__exit__(*exc)
+            try:
+                self._context.__exit__(*exc)
+            finally:
+                # torch.cuda.graph's exit leaves its capture stream current when capture_end
+                # raises (an invalidated capture): every later call would run on that stream.
+                _torch().cuda.set_stream(self._stream_before)
 
     def replay(self) -> None:
         if FLAVOUR == "cupy":

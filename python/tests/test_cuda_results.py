@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import DLPackOnly, device, requires_flavour
+from gc_testing import FLAVOUR, DLPackOnly, device, requires_flavour
 
 requires_torch_cuda = requires_flavour("torch-cuda")
 
@@ -41,6 +41,24 @@ def python_gc_paused() -> Iterator[None]:
     finally:
         if was_enabled:
             python_gc.enable()
+
+
+@pytest.fixture(autouse=True)
+def torch_default_stream_current() -> Iterator[None]:
+    """Every test starts and ends on torch's default stream: the sleeps below are enqueued on the
+    current stream and the checks query it, so a stream left current by an earlier test (of any
+    file) would make them query the wrong one."""
+    if FLAVOUR != "torch-cuda":
+        yield
+        return
+    torch = _torch()
+    default = torch.cuda.default_stream()
+    current = torch.cuda.current_stream()
+    assert current == default, f"an earlier test left torch's current stream at {current}"
+    yield
+    current = torch.cuda.current_stream()
+    torch.cuda.set_stream(default)
+    assert current == default, f"this test left torch's current stream at {current}"
 
 
 @pytest.fixture(scope="module")
@@ -258,8 +276,10 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
     with torch.cuda.stream(stream):
         torch.from_dlpack(target.all_reduce(DLPackOnly(x))) * 1
     torch.cuda.synchronize()
+    sleeper = torch.cuda.current_stream()
     torch.cuda._sleep(SLEEP_CYCLES)
-    busy = torch.cuda.default_stream().query
+    busy = sleeper.query
+    assert not busy(), f"the sleep did not keep {sleeper} busy"
     # Each step is checked on its own, so that a failure says which one waited on the host, and
     # timed, so that it says how long the host took (a host wait lasts the rest of the sleep).
     steps: dict[str, tuple[bool, float]] = {}
