@@ -131,13 +131,16 @@ std::vector<double> max_over_ranks(gc::GroupCoordinator& control, const std::vec
   return out;
 }
 
-/// p50 and p99 (µs) of one reader's latencies for `messages` messages on `path`; the writer's
-/// own figures are zeros.
+/// p50 and p99 (µs) of one reader's latencies for `messages` messages on `path`, and the
+/// reader's CPU time over the run as a share of a core (%): what its waits cost while the writer
+/// keeps its pace. The writer's own figures are zeros.
 std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, long pause_us,
                               int messages) {
   const bool writer = path.rank_in_group() == 0;
   std::vector<double> latencies;
   gc::Bytes payload(std::max<std::size_t>(bytes, sizeof(std::int64_t)), 'x');
+  const double cpu_start = thread_cpu_seconds();
+  const std::int64_t wall_start = now_ns();
   for (int m = 0; m < messages; ++m) {
     if (writer) {
       if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
@@ -152,7 +155,9 @@ std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, lon
       latencies.push_back(static_cast<double>(received - stamp) / 1e3);
     }
   }
-  return {percentile(latencies, 0.5), percentile(latencies, 0.99)};
+  const double wall = static_cast<double>(now_ns() - wall_start) / 1e9;
+  const double cpu = writer ? 0.0 : 100.0 * (thread_cpu_seconds() - cpu_start) / wall;
+  return {percentile(latencies, 0.5), percentile(latencies, 0.99), cpu};
 }
 
 /// The floor under every sleeping wait: p50 (µs) of a raw futex wake-up between two threads of
@@ -299,8 +304,10 @@ int main(int argc, char** argv) {
           n - 1, std::thread::hardware_concurrency(), o.messages,
           mq.has_mq_broadcaster() ? "yes" : "NO (readers off-node?)");
       std::printf("# one-way latency of broadcast_object (slowest reader), us\n");
-      std::printf("%8s %9s | %9s %9s | %9s %9s | %9s %9s | %8s %8s\n", "size", "pause_us", "mq p50",
-                  "mq p99", "shm p50", "shm p99", "gloo p50", "gloo p99", "gloo/mq", "shm/mq");
+      std::printf("# cpu%%: the busiest reader's CPU time over the row, as a share of a core\n");
+      std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s\n", "size",
+                  "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%", "gloo p50",
+                  "gloo p99", "cpu%", "gloo/mq", "shm/mq");
     }
     std::ostringstream json;
     json << "{\"ranks\": " << n << ", \"paced\": [";
@@ -319,15 +326,18 @@ int main(int argc, char** argv) {
           }
         }
         if (root) {
-          std::printf("%8zu %9ld | %9.1f %9.1f | %9.1f %9.1f | %9.1f %9.1f | %8.1f %8.1f\n", bytes,
-                      pause, row[0], row[1], row[2], row[3], row[4], row[5], row[4] / row[0],
-                      row[2] / row[0]);
+          std::printf(
+              "%8zu %9ld | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %8.1f %8.1f\n",
+              bytes, pause, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
+              row[8], row[6] / row[0], row[3] / row[0]);
           std::fflush(stdout);
         }
         json << (first ? "" : ", ") << "{\"bytes\": " << bytes << ", \"pause_us\": " << pause
              << ", \"mq_p50\": " << row[0] << ", \"mq_p99\": " << row[1]
-             << ", \"shm_p50\": " << row[2] << ", \"shm_p99\": " << row[3]
-             << ", \"gloo_p50\": " << row[4] << ", \"gloo_p99\": " << row[5] << "}";
+             << ", \"mq_cpu_percent\": " << row[2] << ", \"shm_p50\": " << row[3]
+             << ", \"shm_p99\": " << row[4] << ", \"shm_cpu_percent\": " << row[5]
+             << ", \"gloo_p50\": " << row[6] << ", \"gloo_p99\": " << row[7]
+             << ", \"gloo_cpu_percent\": " << row[8] << "}";
         first = false;
       }
     }

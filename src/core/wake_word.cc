@@ -57,36 +57,58 @@ class SleeperCount {
 
 bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline& deadline,
              const std::function<void(std::chrono::milliseconds)>& on_long_wait,
-             std::chrono::milliseconds warn_every, const WaitTuning& tuning) {
+             std::chrono::milliseconds warn_every, const WaitTuning& tuning, WaitPacing* pacing) {
   for (std::uint32_t i = 0; i < tuning.spins; ++i) {
-    if (ready()) return true;
+    if (ready()) {
+      if (pacing != nullptr) pacing->record(WaitPacing::Duration::zero());  // back to back
+      return true;
+    }
     cpu_relax();
   }
-  const auto yield_until = std::chrono::steady_clock::now() + tuning.yield_for;
+  // The clock only from here: the back-to-back path above reads none.
+  const auto start = std::chrono::steady_clock::now();
+  auto done = [&] {
+    if (pacing != nullptr) pacing->record(std::chrono::steady_clock::now() - start);
+    return true;
+  };
+  WaitPacing::Window window{};
+  const bool paced = pacing != nullptr && pacing->window(&window);
+  const auto yield_until = start + tuning.yield_for;
   auto next_warning = warn_every;
   for (;;) {
-    if (ready()) return true;
-    if (deadline.expired()) return ready();  // one last look: the state may have just changed
+    if (ready()) return done();
+    if (deadline.expired()) return ready() && done();  // one last look: it may have just changed
     const auto elapsed = deadline.elapsed();
     if (on_long_wait && warn_every.count() > 0 && elapsed >= next_warning) {
       on_long_wait(elapsed);
       next_warning = elapsed + warn_every;
     }
-    if (std::chrono::steady_clock::now() < yield_until) {
+    const auto now = std::chrono::steady_clock::now();
+    const auto waited = now - start;
+    // Poll (yielding the core to an oversubscribed peer) right after the spin, and inside the
+    // window where the pacing expects the condition.
+    if (now < yield_until || (paced && waited >= window.wake_at && waited < window.poll_until)) {
       sched_yield();
       continue;
     }
-    // Sleep until rung, the deadline, the next warning or tuning.max_sleep, whichever is first.
+    // Sleep until rung, the deadline, the next warning, tuning.max_sleep or the pacing's window,
+    // whichever is first.
     std::chrono::nanoseconds limit = tuning.max_sleep;
     limit = std::min<std::chrono::nanoseconds>(limit, deadline.remaining_precise());
     if (on_long_wait && warn_every.count() > 0) {
       limit = std::min<std::chrono::nanoseconds>(limit, next_warning - elapsed);
     }
+    const bool until_window = paced && waited < window.wake_at;
+    if (until_window) limit = std::min<std::chrono::nanoseconds>(limit, window.wake_at - waited);
     if (t_interrupt != nullptr) (*t_interrupt)();  // may throw: the wait ends
     const std::uint32_t sequence = word.sequence.load(std::memory_order_acquire);
     SleeperCount counted(word);
-    if (ready()) return true;
+    if (ready()) return done();
     futex_sleep(word.sequence, sequence, limit);
+    if (until_window) {
+      const auto late = std::chrono::steady_clock::now() - start - window.wake_at;
+      if (late > WaitPacing::Duration::zero()) pacing->record_lateness(late);
+    }
   }
 }
 

@@ -29,6 +29,7 @@
 #include <functional>
 
 #include "core/deadline.h"
+#include "core/wait_pacing.h"
 #include "groupcoord/wait_interrupt.h"
 
 namespace groupcoord {
@@ -63,10 +64,12 @@ struct WaitTuning {
 /// groupcoord/wait_interrupt.h, before each sleep) until it returns true (returns true)
 /// or `deadline` expires (returns false after one last look). Exceptions from `ready` propagate.
 /// Every `warn_every` of waiting, `on_long_wait(elapsed)` is called (may be empty).
+/// With `pacing`, the wait records its length there, and when the last ones were regular it
+/// wakes before the expected end and polls through it (core/wait_pacing.h).
 bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline& deadline,
              const std::function<void(std::chrono::milliseconds)>& on_long_wait = {},
              std::chrono::milliseconds warn_every = std::chrono::seconds(60),
-             const WaitTuning& tuning = WaitTuning());
+             const WaitTuning& tuning = WaitTuning(), WaitPacing* pacing = nullptr);
 
 /// Wakes the waiters of `word` after the caller published a change (with a release store or
 /// stronger): no system call unless someone sleeps.

@@ -60,7 +60,8 @@ const std::uint8_t* RingReader::acquire(const Deadline& deadline, const char* op
     GC_LOG(Info, label_, ": ", op, " has waited ", waited.count(), " ms for the writer (",
            writer_name_, ") to write chunk ", current_);
   };
-  if (!wait_on(ring_.header().data_ready, ready, deadline, note, options.warn_every)) {
+  if (!wait_on(ring_.header().data_ready, ready, deadline, note, options.warn_every, WaitTuning(),
+               &pacing_)) {
     GC_THROW(TimeoutError, label_, ": ", op, " timed out after ", deadline.timeout().count(),
              " ms waiting for the writer (", writer_name_, ") to write chunk ", current_);
   }

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "core/deadline.h"
+#include "core/wake_word.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
 
@@ -53,6 +54,8 @@ class RingReader {
   std::size_t current_ = 0;
   bool watch_writer_pid_;  ///< the writer's pid means something here (same pid namespace)
   LivenessTimer liveness_;
+  /// When the writer's messages tend to come (an engine's steps): the reader is awake for them.
+  WaitPacing pacing_;
 };
 
 }  // namespace shm

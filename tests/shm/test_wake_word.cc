@@ -10,6 +10,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <initializer_list>
 #include <new>
 #include <thread>
 
@@ -117,6 +118,108 @@ TEST(WakeWord, LongWaitWarningsFireWhileAsleep) {
       word, [] { return false; }, Deadline(milliseconds(120)), [&](milliseconds) { ++warnings; },
       milliseconds(25), sleepy());
   EXPECT_GE(warnings, 3) << "a sleep outlasted the warning interval";
+}
+
+
+// ---- core/wait_pacing.h ------------------------------------------------------------------
+
+using shm::WaitPacing;
+using std::chrono::microseconds;
+
+void record_all(WaitPacing& pacing, std::initializer_list<long> waits_us) {
+  for (long us : waits_us) pacing.record(microseconds(us));
+}
+
+TEST(WaitPacing, PredictsAWindowOnlyAfterRegularPauses) {
+  WaitPacing pacing(/*enabled=*/true);
+  WaitPacing::Window window{};
+  record_all(pacing, {2000, 2040, 2010});
+  EXPECT_FALSE(pacing.window(&window)) << "three waits are not a pattern yet";
+  pacing.record(microseconds(2020));
+  ASSERT_TRUE(pacing.window(&window));
+  // Lead = spread (40 µs) + kMinLead, at most an eighth of the pause, before the earliest and
+  // after the latest.
+  const WaitPacing::Duration lead = std::min<WaitPacing::Duration>(
+      microseconds(40) + WaitPacing::kMinLead, microseconds(2000) / 8);
+  EXPECT_EQ(window.wake_at, microseconds(2000) - lead);
+  EXPECT_EQ(window.poll_until, microseconds(2040) + lead);
+  // One back-to-back message breaks the pattern; so does a wait far off the others.
+  pacing.record(microseconds(0));
+  EXPECT_FALSE(pacing.window(&window));
+  record_all(pacing, {2000, 2000, 2000, 2000});
+  EXPECT_TRUE(pacing.window(&window));
+  pacing.record(microseconds(5000));
+  EXPECT_FALSE(pacing.window(&window)) << "irregular: a spread of 3 ms on 2 ms pauses";
+  // Disabled: never a window.
+  WaitPacing off(/*enabled=*/false);
+  record_all(off, {2000, 2000, 2000, 2000});
+  EXPECT_FALSE(off.window(&window));
+}
+
+TEST(WaitPacing, ALateWakeUpWidensTheLeadWhichThenShrinksBack) {
+  WaitPacing pacing(/*enabled=*/true);
+  record_all(pacing, {20000, 20000, 20000, 20000});
+  WaitPacing::Window window{};
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, microseconds(20000) - WaitPacing::kMinLead);
+  pacing.record_lateness(microseconds(400));
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, microseconds(20000) - WaitPacing::kMinLead - microseconds(400));
+  pacing.record_lateness(microseconds(0));  // punctual: an eighth less
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, microseconds(20000) - WaitPacing::kMinLead - microseconds(350));
+  pacing.record_lateness(microseconds(50000));  // never more than kMaxLead
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, microseconds(20000) - WaitPacing::kMaxLead);
+}
+
+TEST(WakeWord, APacedWaiterSleepsUntilItsWindowAndPollsThroughIt) {
+  // Four waits of 100-112 ms recorded: the next wait sleeps until about 99 ms (the earliest less
+  // the lead), then polls, not counted as a sleeper, until about 113 ms. Checked at 30 ms
+  // (asleep) and 106 ms (polling), with room on both sides for a loaded machine's scheduling;
+  // a few tries, since a thread starved for 7 ms at the wrong moment would still look asleep.
+  int seen = 0;
+  for (int attempt = 0; attempt < 3 && seen == 0; ++attempt) {
+    WakeWord word{};
+    std::atomic<bool> flag{false};
+    WaitPacing pacing(/*enabled=*/true);
+    record_all(pacing, {100000, 100000, 100000, 112000});
+    std::thread waiter([&] {
+      EXPECT_TRUE(shm::wait_on(
+          word, [&] { return flag.load(std::memory_order_acquire); },
+          Deadline(milliseconds(20000)), {}, milliseconds(60000), sleepy(), &pacing));
+    });
+    const auto start = Clock::now();
+    std::this_thread::sleep_until(start + milliseconds(30));
+    const std::uint32_t before_window = word.sleepers.load();
+    std::this_thread::sleep_until(start + milliseconds(106));
+    const std::uint32_t inside_window = word.sleepers.load();
+    flag.store(true, std::memory_order_release);
+    shm::notify_waiters(word);
+    waiter.join();
+    if (before_window == 1 && inside_window == 0) ++seen;
+  }
+  EXPECT_EQ(seen, 1) << "asleep before the window and polling inside it";
+}
+
+TEST(WakeWord, AMessageBeforeThePacedWindowStillWakesTheWaiterAtOnce) {
+  WakeWord word{};
+  std::atomic<bool> flag{false};
+  WaitPacing pacing(/*enabled=*/true);
+  for (int i = 0; i < 4; ++i) pacing.record(milliseconds(500));  // expects 500 ms pauses
+  double waited_ms = 0;
+  std::thread waiter([&] {
+    const auto start = Clock::now();
+    EXPECT_TRUE(shm::wait_on(
+        word, [&] { return flag.load(std::memory_order_acquire); }, Deadline(milliseconds(20000)),
+        {}, milliseconds(60000), sleepy(), &pacing));
+    waited_ms = ms_since(start);
+  });
+  std::this_thread::sleep_for(milliseconds(20));
+  flag.store(true, std::memory_order_release);
+  shm::notify_waiters(word);
+  waiter.join();
+  EXPECT_LT(waited_ms, 20 + 200) << "woken by the futex, not at the window 500 ms later";
 }
 
 }  // namespace

@@ -1,0 +1,70 @@
+// When a waiter's condition tends to come true, learnt from its last waits, so that after a
+// regular pause (an engine's step) the waiter is already awake and polling when the peer
+// publishes, instead of sleeping in the kernel and paying the wake-up of a sleeping core.
+//
+// Why: a futex wake-up across cores costs 30-80 µs on a VM whose idle vCPUs halt (the waker's
+// FUTEX_WAKE sends an inter-processor interrupt, a VM exit; docs/benchmarks/paced_waits.md), so a
+// queue reader that sleeps through every step answers that much late. Spinning through the whole
+// pause (vLLM's queue yields for a second after every read) answers at once but keeps a core
+// busy. Between the two: when the last waits lasted about the same time (the writer's steps are
+// regular), sleep until shortly before the earliest of them would end, a timer that fires on the
+// waiter's own core before the message is due, then poll until a little after. The poll costs
+// about lead / pause of a core while the steps go on; an idle waiter, or irregular ones, sleep as
+// before after one missed window.
+#pragma once
+
+#include <array>
+#include <chrono>
+#include <cstddef>
+
+namespace groupcoord {
+namespace shm {
+
+/// Per-waiter record of recent wait lengths and the window it predicts. One thread at a time.
+class WaitPacing {
+ public:
+  using Duration = std::chrono::nanoseconds;
+
+  /// Where the next wait should be awake and polling, measured from its start.
+  struct Window {
+    Duration wake_at;  ///< sleep (woken early only by a publisher) until then
+    Duration poll_until;  ///< then poll without sleeping until then
+  };
+
+  /// Waits this many in a row of about the same length make a prediction.
+  static constexpr std::size_t kHistory = 4;
+  /// Waits shorter than this are back-to-back traffic: the caller's spin takes them, and they
+  /// break a pattern of pauses.
+  static constexpr Duration kShortest = std::chrono::microseconds(250);
+  /// Poll this much before the expected end, besides the spread of the waits and the measured
+  /// lateness of the sleep before it (250 µs: on the 2-core VM a timed sleep of a few ms ended
+  /// 100-250 µs late often enough that 100 µs missed most windows), and at most kMaxLead or an
+  /// eighth of the pause (beyond that the poll costs more than it saves).
+  static constexpr Duration kMinLead = std::chrono::microseconds(250);
+  static constexpr Duration kMaxLead = std::chrono::microseconds(1000);
+
+  /// `enabled`: false makes window() never predict (GROUPCOORD_WAIT_PACING=0 does that for the
+  /// default).
+  explicit WaitPacing(bool enabled = enabled_by_default());
+
+  /// The window for a wait that starts now; false when the last waits were not regular.
+  bool window(Window* out) const;
+  /// Records how long a finished wait took (from its start to its condition being true).
+  void record(Duration waited);
+  /// Records how late a sleep that was to end at the window's start really ended: the lead
+  /// covers it from then on (a halted vCPU's timer can fire 100 µs and more late).
+  void record_lateness(Duration late);
+
+  /// False when GROUPCOORD_WAIT_PACING is 0.
+  static bool enabled_by_default();
+
+ private:
+  bool enabled_;
+  std::array<Duration, kHistory> recent_{};
+  std::size_t count_ = 0;  ///< waits recorded, saturating at kHistory
+  std::size_t next_ = 0;   ///< where the next one goes
+  Duration lateness_{};    ///< recent lateness of the sleep before a window (a decaying maximum)
+};
+
+}  // namespace shm
+}  // namespace groupcoord
