@@ -327,9 +327,10 @@ int main(int argc, char** argv) {
         }
         if (root) {
           std::printf(
-              "%8zu %9ld | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %8.1f %8.1f\n",
-              bytes, pause, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7],
-              row[8], row[6] / row[0], row[3] / row[0]);
+              "%8zu %9ld | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %8.1f "
+              "%8.1f\n",
+              bytes, pause, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
+              row[6] / row[0], row[3] / row[0]);
           std::fflush(stdout);
         }
         json << (first ? "" : ", ") << "{\"bytes\": " << bytes << ", \"pause_us\": " << pause
@@ -350,14 +351,14 @@ int main(int argc, char** argv) {
       control.barrier();
       if (root) thread_floor.push_back(raw_futex_wake_p50(pause, std::min(o.messages, 100)));
       control.barrier();
-      process_floor.push_back(
-          max_over_ranks(control, {cross_process_futex_wake_p50(control, pause,
-                                                                std::min(o.messages, 100))})[0]);
+      process_floor.push_back(max_over_ranks(
+          control, {cross_process_futex_wake_p50(control, pause, std::min(o.messages, 100))})[0]);
     }
     if (root) {
       json << ", \"raw_futex_p50\": {";
-      std::printf("# floor: raw futex wake-up after the pause, p50 us (threads of rank 0 | rank 0 "
-                  "waking rank 1):");
+      std::printf(
+          "# floor: raw futex wake-up after the pause, p50 us (threads of rank 0 | rank 0 "
+          "waking rank 1):");
       std::size_t k = 0;
       for (long pause : o.pauses_us) {
         if (pause == 0) continue;

@@ -27,7 +27,7 @@ class WaitPacing {
 
   /// Where the next wait should be awake and polling, measured from its start.
   struct Window {
-    Duration wake_at;  ///< sleep (woken early only by a publisher) until then
+    Duration wake_at;     ///< sleep (woken early only by a publisher) until then
     Duration poll_until;  ///< then poll without sleeping until then
   };
 

@@ -120,7 +120,6 @@ TEST(WakeWord, LongWaitWarningsFireWhileAsleep) {
   EXPECT_GE(warnings, 3) << "a sleep outlasted the warning interval";
 }
 
-
 // ---- core/wait_pacing.h ------------------------------------------------------------------
 
 using shm::WaitPacing;
@@ -186,8 +185,8 @@ TEST(WakeWord, APacedWaiterSleepsUntilItsWindowAndPollsThroughIt) {
     record_all(pacing, {100000, 100000, 100000, 112000});
     std::thread waiter([&] {
       EXPECT_TRUE(shm::wait_on(
-          word, [&] { return flag.load(std::memory_order_acquire); },
-          Deadline(milliseconds(20000)), {}, milliseconds(60000), sleepy(), &pacing));
+          word, [&] { return flag.load(std::memory_order_acquire); }, Deadline(milliseconds(20000)),
+          {}, milliseconds(60000), sleepy(), &pacing));
     });
     const auto start = Clock::now();
     std::this_thread::sleep_until(start + milliseconds(30));
