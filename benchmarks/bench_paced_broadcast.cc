@@ -304,7 +304,9 @@ int main(int argc, char** argv) {
           n - 1, std::thread::hardware_concurrency(), o.messages,
           mq.has_mq_broadcaster() ? "yes" : "NO (readers off-node?)");
       std::printf("# one-way latency of broadcast_object (slowest reader), us\n");
-      std::printf("# cpu%%: the busiest reader's CPU time over the row, as a share of a core\n");
+      std::printf(
+          "# cpu%%: the busiest reader thread's CPU time over the row, as a share of a core (not "
+          "counting Gloo's own I/O threads)\n");
       std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s\n", "size",
                   "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%", "gloo p50",
                   "gloo p99", "cpu%", "gloo/mq", "shm/mq");

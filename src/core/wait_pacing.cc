@@ -21,12 +21,13 @@ bool WaitPacing::window(Window* out) const {
   if (!enabled_ || count_ < kHistory) return false;
   const auto [low, high] = std::minmax_element(recent_.begin(), recent_.end());
   if (*low < kShortest) return false;
-  // Regular: the spread is small against the pause (an eighth of it), or the poll it needs would
-  // cost more than it saves.
+  // Regular: the spread is small against the pause (an eighth of it) and at most kMaxLead, or the
+  // poll it needs would cost more than it saves.
   const Duration spread = *high - *low;
-  if (spread * 8 > *low) return false;
-  // At most an eighth of the pause on either side: the poll then costs at most about a quarter
-  // of a core however short the pauses (measured: 1 ms pauses, 46 % of a core without the cap).
+  if (spread * 8 > *low || spread > kMaxLead) return false;
+  // At most an eighth of the pause on either side: the window (spread + 2 leads) is then at most
+  // 3/8 of the pause and 3 ms, however short or long the pauses (measured: 1 ms pauses, 46 % of a
+  // core with a 250 µs lead and no cap).
   const Duration lead = std::min({spread + lateness_ + kMinLead, kMaxLead, *low / 8});
   out->wake_at = *low - lead;
   out->poll_until = *high + lead;
@@ -38,6 +39,8 @@ void WaitPacing::record(Duration waited) {
   next_ = (next_ + 1) % kHistory;
   count_ = std::min(count_ + 1, kHistory);
 }
+
+void WaitPacing::forget() { count_ = 0; }
 
 void WaitPacing::record_lateness(Duration late) {
   // A decaying maximum: one late wake-up widens the next windows at once, and the lead shrinks

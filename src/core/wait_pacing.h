@@ -9,8 +9,9 @@
 // busy. Between the two: when the last waits lasted about the same time (the writer's steps are
 // regular), sleep until shortly before the earliest of them would end, a timer that fires on the
 // waiter's own core before the message is due, then poll until a little after. The poll costs
-// about lead / pause of a core while the steps go on; an idle waiter, or irregular ones, sleep as
-// before after one missed window.
+// at most 3/8 of a core (3 ms per pause at most) while the steps go on, usually far less (it ends
+// when the message comes); a wait that reaches its deadline forgets the pattern, so an idle waiter
+// polls at most one window, and irregular ones sleep as before.
 #pragma once
 
 #include <array>
@@ -51,6 +52,9 @@ class WaitPacing {
   bool window(Window* out) const;
   /// Records how long a finished wait took (from its start to its condition being true).
   void record(Duration waited);
+  /// Drops the recorded waits (a wait that ended at its deadline: the pattern is gone, and an
+  /// idle caller that waits again and again with a timeout must not poll before each).
+  void forget();
   /// Records how late a sleep that was to end at the window's start really ended: the lead
   /// covers it from then on (a halted vCPU's timer can fire 100 µs and more late).
   void record_lateness(Duration late);

@@ -77,7 +77,11 @@ bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline&
   auto next_warning = warn_every;
   for (;;) {
     if (ready()) return done();
-    if (deadline.expired()) return ready() && done();  // one last look: it may have just changed
+    if (deadline.expired()) {
+      if (ready()) return done();  // one last look: the state may have just changed
+      if (pacing != nullptr) pacing->forget();
+      return false;
+    }
     const auto elapsed = deadline.elapsed();
     if (on_long_wait && warn_every.count() > 0 && elapsed >= next_warning) {
       on_long_wait(elapsed);
@@ -87,7 +91,12 @@ bool wait_on(WakeWord& word, const std::function<bool()>& ready, const Deadline&
     const auto waited = now - start;
     // Poll (yielding the core to an oversubscribed peer) right after the spin, and inside the
     // window where the pacing expects the condition.
-    if (now < yield_until || (paced && waited >= window.wake_at && waited < window.poll_until)) {
+    if (now < yield_until) {
+      sched_yield();
+      continue;
+    }
+    if (paced && waited >= window.wake_at && waited < window.poll_until) {
+      if (t_interrupt != nullptr) (*t_interrupt)();  // a window may last milliseconds
       sched_yield();
       continue;
     }

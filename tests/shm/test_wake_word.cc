@@ -149,6 +149,10 @@ TEST(WaitPacing, PredictsAWindowOnlyAfterRegularPauses) {
   EXPECT_TRUE(pacing.window(&window));
   pacing.record(microseconds(5000));
   EXPECT_FALSE(pacing.window(&window)) << "irregular: a spread of 3 ms on 2 ms pauses";
+  // Long pauses: a spread within an eighth of them but over kMaxLead makes no window either (it
+  // would poll for that long every time).
+  record_all(pacing, {100000, 100000, 100000, 110000});
+  EXPECT_FALSE(pacing.window(&window));
   // Disabled: never a window.
   WaitPacing off(/*enabled=*/false);
   record_all(off, {2000, 2000, 2000, 2000});
@@ -173,32 +177,51 @@ TEST(WaitPacing, ALateWakeUpWidensTheLeadWhichThenShrinksBack) {
 }
 
 TEST(WakeWord, APacedWaiterSleepsUntilItsWindowAndPollsThroughIt) {
-  // Four waits of 100-112 ms recorded: the next wait sleeps until about 99 ms (the earliest less
-  // the lead), then polls, not counted as a sleeper, until about 113 ms. Checked at 30 ms
-  // (asleep) and 106 ms (polling), with room on both sides for a loaded machine's scheduling;
-  // a few tries, since a thread starved for 7 ms at the wrong moment would still look asleep.
+  // Four waits of 100-100.8 ms recorded: the next wait sleeps until 99 ms (the earliest less a
+  // lead of 1 ms), then polls, not counted as a sleeper, until 101.8 ms. Checked at 30 ms
+  // (asleep) and every 100 µs inside the window (polling at least once), on the waiter's own
+  // start time; a few tries, since a loaded machine may start the window late.
   int seen = 0;
-  for (int attempt = 0; attempt < 3 && seen == 0; ++attempt) {
+  for (int attempt = 0; attempt < 5 && seen == 0; ++attempt) {
     WakeWord word{};
     std::atomic<bool> flag{false};
+    std::atomic<Clock::rep> started{0};
     WaitPacing pacing(/*enabled=*/true);
-    record_all(pacing, {100000, 100000, 100000, 112000});
+    record_all(pacing, {100000, 100000, 100000, 100800});
     std::thread waiter([&] {
+      started.store(Clock::now().time_since_epoch().count());
       EXPECT_TRUE(shm::wait_on(
           word, [&] { return flag.load(std::memory_order_acquire); }, Deadline(milliseconds(20000)),
           {}, milliseconds(60000), sleepy(), &pacing));
     });
-    const auto start = Clock::now();
+    while (started.load() == 0) std::this_thread::yield();
+    const Clock::time_point start{Clock::duration(started.load())};
     std::this_thread::sleep_until(start + milliseconds(30));
-    const std::uint32_t before_window = word.sleepers.load();
-    std::this_thread::sleep_until(start + milliseconds(106));
-    const std::uint32_t inside_window = word.sleepers.load();
+    const bool asleep_before = word.sleepers.load() == 1;
+    bool polling_inside = false;
+    for (auto at = start + microseconds(99200); at < start + microseconds(101700);
+         at += microseconds(100)) {
+      std::this_thread::sleep_until(at);
+      if (word.sleepers.load() == 0) polling_inside = true;
+    }
     flag.store(true, std::memory_order_release);
     shm::notify_waiters(word);
     waiter.join();
-    if (before_window == 1 && inside_window == 0) ++seen;
+    if (asleep_before && polling_inside) ++seen;
   }
   EXPECT_EQ(seen, 1) << "asleep before the window and polling inside it";
+}
+
+TEST(WakeWord, AWaitThatReachesItsDeadlineForgetsThePattern) {
+  WakeWord word{};
+  WaitPacing pacing(/*enabled=*/true);
+  record_all(pacing, {5000, 5000, 5000, 5000});
+  WaitPacing::Window window{};
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_FALSE(shm::wait_on(
+      word, [] { return false; }, Deadline(milliseconds(20)), {}, milliseconds(60000), sleepy(),
+      &pacing));
+  EXPECT_FALSE(pacing.window(&window)) << "an idle caller waiting again would poll again";
 }
 
 TEST(WakeWord, AMessageBeforeThePacedWindowStillWakesTheWaiterAtOnce) {
