@@ -2,6 +2,7 @@
 #include "groupcoord/allocator.h"
 
 #include <sys/mman.h>
+#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -36,18 +37,45 @@ std::size_t slot_index(DeviceType type) { return type == DeviceType::CPU ? 0 : 1
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-/// A block from the C heap. One of a huge page or more starts on a huge-page boundary and asks the
-/// kernel for transparent huge pages over the whole huge pages it spans (the usual THP mode,
-/// "madvise", gives them only where asked): copies of several MiB into and out of it, and other
-/// processes' reads of it (process_vm_readv), then walk a 512th of the page entries. All-gathers
-/// of 16-64 MiB between two processes took 25-30 % less time (docs/benchmarks/cpu_collectives.md).
+/// Bytes of the mapping of a block of `bytes` of a huge page or more (whole base pages).
+std::size_t mapped_bytes(std::size_t bytes) {
+  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
+  return (bytes + page - 1) / page * page;
+}
+
+/// A new block. One of a huge page or more is a mapping of its own that starts on a huge-page
+/// boundary and asks the kernel for transparent huge pages over the whole huge pages it spans
+/// (the usual THP mode, "madvise", gives them only where asked): copies of several MiB into and
+/// out of it, and other processes' reads of it (process_vm_readv), then walk a 512th of the page
+/// entries; all-gathers of 16-64 MiB between two processes took 25-30 % less time
+/// (docs/benchmarks/cpu_collectives.md). Its own mapping, not the C heap: glibc serves such sizes
+/// from its heap once its mmap threshold has risen, and the advice would then stay on heap ranges
+/// reused later for small blocks. Smaller blocks come from the C heap.
 void* fresh_block(std::size_t bytes) {
   if (bytes < kHugePage) return std::aligned_alloc(CpuAllocator::kAlignment, bytes);
-  void* ptr = nullptr;
-  if (::posix_memalign(&ptr, kHugePage, bytes) != 0) return nullptr;
+  const std::size_t length = mapped_bytes(bytes);
+  const std::size_t span = length + kHugePage;  // room to slide to the next boundary
+  void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  if (raw == MAP_FAILED) return nullptr;
+  const auto start = reinterpret_cast<std::uintptr_t>(raw);
+  const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
+  const std::size_t head = aligned - start;
+  if (head > 0) ::munmap(raw, head);
+  if (span - head > length)
+    ::munmap(reinterpret_cast<void*>(aligned + length), span - head - length);
+  void* block = reinterpret_cast<void*>(aligned);
   // Advice only: where the kernel has no THP the block is still good.
-  (void)::madvise(ptr, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
-  return ptr;
+  (void)::madvise(block, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
+  return block;
+}
+
+/// Gives back a block of fresh_block(bytes).
+void free_block(void* ptr, std::size_t bytes) {
+  if (bytes < kHugePage) {
+    std::free(ptr);
+  } else {
+    ::munmap(ptr, mapped_bytes(bytes));
+  }
 }
 
 }  // namespace
@@ -113,7 +141,7 @@ void CpuAllocator::deallocate(void* ptr, std::size_t nbytes, Device /*device*/) 
       return;
     }
   }
-  std::free(ptr);
+  free_block(ptr, bytes);
 }
 
 std::size_t CpuAllocator::release_cached() {
@@ -126,7 +154,7 @@ std::size_t CpuAllocator::release_cached() {
     cache_->bytes = 0;
   }
   for (auto& [bytes, ptrs] : blocks) {
-    for (void* ptr : ptrs) std::free(ptr);
+    for (void* ptr : ptrs) free_block(ptr, bytes);
   }
   return released;
 }
