@@ -38,7 +38,8 @@ class Allocator {
 /// The cache holds at most max_cached_bytes (the oldest use does not matter: a block that does
 /// not fit is freed); release_cached() empties it.
 ///
-/// Blocks of 2 MiB and more start on a 2 MiB boundary and ask for transparent huge pages
+/// Blocks of 2 MiB and more are mappings of their own (mmap; unmapped when freed and not cached)
+/// that start on a 2 MiB boundary and ask for transparent huge pages
 /// (MADV_HUGEPAGE) over the huge pages they span: large copies and peers' process_vm_readv of them
 /// then take 20-30 % less time where the kernel's THP mode is "madvise" (the common default).
 /// Thread-safe.
