@@ -2,7 +2,6 @@
 #include "groupcoord/allocator.h"
 
 #include <sys/mman.h>
-#include <unistd.h>
 
 #include <cstdint>
 #include <cstdlib>
@@ -37,12 +36,6 @@ std::size_t slot_index(DeviceType type) { return type == DeviceType::CPU ? 0 : 1
 
 constexpr std::size_t kHugePage = std::size_t{2} << 20;
 
-/// Bytes of the mapping of a block of `bytes` of a huge page or more (whole base pages).
-std::size_t mapped_bytes(std::size_t bytes) {
-  static const std::size_t page = static_cast<std::size_t>(::sysconf(_SC_PAGESIZE));
-  return (bytes + page - 1) / page * page;
-}
-
 /// A new block. One of a huge page or more is a mapping of its own that starts on a huge-page
 /// boundary and asks the kernel for transparent huge pages over the whole huge pages it spans
 /// (the usual THP mode, "madvise", gives them only where asked): copies of several MiB into and
@@ -53,16 +46,15 @@ std::size_t mapped_bytes(std::size_t bytes) {
 /// reused later for small blocks. Smaller blocks come from the C heap.
 void* fresh_block(std::size_t bytes) {
   if (bytes < kHugePage) return std::aligned_alloc(CpuAllocator::kAlignment, bytes);
-  const std::size_t length = mapped_bytes(bytes);
-  const std::size_t span = length + kHugePage;  // room to slide to the next boundary
+  // Sizes this large are whole multiples of 128 KiB (block_bytes), so of any page size.
+  const std::size_t span = bytes + kHugePage;  // room to slide to the next boundary
   void* raw = ::mmap(nullptr, span, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
   if (raw == MAP_FAILED) return nullptr;
   const auto start = reinterpret_cast<std::uintptr_t>(raw);
   const std::uintptr_t aligned = (start + kHugePage - 1) / kHugePage * kHugePage;
   const std::size_t head = aligned - start;
   if (head > 0) ::munmap(raw, head);
-  if (span - head > length)
-    ::munmap(reinterpret_cast<void*>(aligned + length), span - head - length);
+  if (span - head > bytes) ::munmap(reinterpret_cast<void*>(aligned + bytes), span - head - bytes);
   void* block = reinterpret_cast<void*>(aligned);
   // Advice only: where the kernel has no THP the block is still good.
   (void)::madvise(block, bytes / kHugePage * kHugePage, MADV_HUGEPAGE);
@@ -74,7 +66,7 @@ void free_block(void* ptr, std::size_t bytes) {
   if (bytes < kHugePage) {
     std::free(ptr);
   } else {
-    ::munmap(ptr, mapped_bytes(bytes));
+    ::munmap(ptr, bytes);
   }
 }
 

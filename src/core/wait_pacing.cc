@@ -1,8 +1,8 @@
 #include "core/wait_pacing.h"
 
 #include <algorithm>
-#include <cstdlib>
-#include <cstring>
+
+#include "core/env_switch.h"
 
 namespace groupcoord {
 namespace shm {
@@ -10,10 +10,7 @@ namespace shm {
 WaitPacing::WaitPacing(bool enabled) : enabled_(enabled) {}
 
 bool WaitPacing::enabled_by_default() {
-  static const bool enabled = [] {
-    const char* value = std::getenv("GROUPCOORD_WAIT_PACING");
-    return value == nullptr || std::strcmp(value, "0") != 0;
-  }();
+  static const bool enabled = env_switch_on("GROUPCOORD_WAIT_PACING");
   return enabled;
 }
 

@@ -14,6 +14,7 @@
 
 #include "core/cross_memory.h"
 #include "core/deadline.h"
+#include "core/env_switch.h"
 #include "core/shared_memory.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
@@ -95,13 +96,8 @@ NarrowSum narrow_sum(DType dtype, ReduceOp op) {
 }
 
 // False when the environment variable `name` is "0" in this process.
-bool switched_on(const char* name) {
-  const char* value = std::getenv(name);
-  return value == nullptr || std::string(value) != "0";
-}
-
 // False when GROUPCOORD_CPU_SHM=0 switches the transport off for this process.
-bool enabled_here() { return switched_on("GROUPCOORD_CPU_SHM"); }
+bool enabled_here() { return env_switch_on("GROUPCOORD_CPU_SHM"); }
 
 // This rank's wish for the size (KiB) from which all_reduce reads the peers' memory directly:
 // GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB when set (0: never, whatever the others wish), else
@@ -173,7 +169,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
                                         static_cast<std::size_t>((rank + 1) % size) * kLine);
   std::uint64_t probe = 0;
   const bool reachable =
-      switched_on("GROUPCOORD_CPU_SINGLE_COPY") &&
+      env_switch_on("GROUPCOORD_CPU_SINGLE_COPY") &&
       shm::read_peer_memory(static_cast<pid_t>(next->pid),
                             reinterpret_cast<const void*>(next->probe), &probe, sizeof(probe)) &&
       probe == shm::kCrossMemoryProbe;

@@ -13,7 +13,7 @@
 #include <string>
 
 #include "core/deadline.h"
-#include "core/wake_word.h"
+#include "core/wait_pacing.h"
 #include "shm/process_liveness.h"
 #include "shm/ring_buffer.h"
 
