@@ -277,9 +277,14 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
         torch.from_dlpack(target.all_reduce(DLPackOnly(x))) * 1
     torch.cuda.synchronize()
     sleeper = torch.cuda.current_stream()
+    # The sleep's length on the GPU, for the message: a sleep that ended early (the GPU idle for a
+    # reason of its own) reads differently from a host wait that outlasted it.
+    sleep_began, sleep_ended = (torch.cuda.Event(enable_timing=True) for _ in range(2))
+    sleep_began.record(sleeper)
     torch.cuda._sleep(SLEEP_CYCLES)
-    busy = sleeper.query
-    assert not busy(), f"the sleep did not keep {sleeper} busy"
+    sleep_ended.record(sleeper)
+    busy = lambda: not sleeper.query()  # noqa: E731
+    assert busy(), f"the sleep did not keep {sleeper} busy"
     # Each step is checked on its own, so that a failure says which one waited on the host, and
     # timed, so that it says how long the host took (a host wait lasts the rest of the sleep).
     steps: dict[str, tuple[bool, float]] = {}
@@ -296,7 +301,9 @@ def test_dlpack_export_orders_without_host_wait(target: Any, raw_cuda_results: N
     torch.cuda.synchronize()
     waited = [f"{name} (host at {at * 1e3:.1f} ms)" for name, (still_busy, at) in steps.items()
               if not still_busy]
-    assert not waited, f"the GPU was idle after: {waited} (a host wait in the first of them)"
+    slept = sleep_began.elapsed_time(sleep_ended)
+    assert not waited, (f"the GPU was idle after: {waited} (a host wait in the first of them); "
+                        f"the sleep lasted {slept:.1f} ms on the GPU")
     assert torch.equal(y, full(rank_sum(target), n))
 
 
