@@ -7,7 +7,8 @@
 namespace groupcoord {
 namespace shm {
 
-WaitPacing::WaitPacing(bool enabled) : enabled_(enabled) {}
+WaitPacing::WaitPacing(bool enabled, ShortWaits short_waits)
+    : enabled_(enabled), short_waits_(short_waits) {}
 
 bool WaitPacing::enabled_by_default() {
   static const bool enabled = env_switch_on("GROUPCOORD_WAIT_PACING");
@@ -32,6 +33,7 @@ bool WaitPacing::window(Window* out) const {
 }
 
 void WaitPacing::record(Duration waited) {
+  if (waited < kShortest && short_waits_ == ShortWaits::kIgnore) return;
   recent_[next_] = waited;
   next_ = (next_ + 1) % kHistory;
   count_ = std::min(count_ + 1, kHistory);

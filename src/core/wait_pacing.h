@@ -21,7 +21,9 @@
 namespace groupcoord {
 namespace shm {
 
-/// Per-waiter record of recent wait lengths and the window it predicts. One thread at a time.
+/// Per-waiter record of recent wait lengths and the window it predicts. One thread at a time. Used
+/// by the message queue's readers (shm/ring_reader.h) and the CPU group's shared-memory
+/// collectives (process_group/shm_collectives.h).
 class WaitPacing {
  public:
   using Duration = std::chrono::nanoseconds;
@@ -44,13 +46,25 @@ class WaitPacing {
   static constexpr Duration kMinLead = std::chrono::microseconds(250);
   static constexpr Duration kMaxLead = std::chrono::microseconds(1000);
 
+  /// What a wait shorter than kShortest does to the pattern.
+  enum class ShortWaits {
+    /// Ends it: a queue reader's short waits are back-to-back messages, not pauses.
+    kBreakThePattern,
+    /// Nothing, it is not recorded: the CPU group's calls take several steps, and the waits
+    /// between the steps of a call (or between the calls of one engine step, as broadcast_object's
+    /// size and payload) are short; recorded, they would hide the pauses between calls for good.
+    kIgnore,
+  };
+
   /// `enabled`: false makes window() never predict (GROUPCOORD_WAIT_PACING=0 does that for the
   /// default).
-  explicit WaitPacing(bool enabled = enabled_by_default());
+  explicit WaitPacing(bool enabled = enabled_by_default(),
+                      ShortWaits short_waits = ShortWaits::kBreakThePattern);
 
   /// The window for a wait that starts now; false when the last waits were not regular.
   bool window(Window* out) const;
-  /// Records how long a finished wait took (from its start to its condition being true).
+  /// Records how long a finished wait took (from its start to its condition being true); a wait
+  /// shorter than kShortest is dropped with ShortWaits::kIgnore.
   void record(Duration waited);
   /// Drops the recorded waits (a wait that ended at its deadline: the pattern is gone, and an
   /// idle caller that waits again and again with a timeout must not poll before each).
@@ -64,6 +78,7 @@ class WaitPacing {
 
  private:
   bool enabled_;
+  ShortWaits short_waits_;
   std::array<Duration, kHistory> recent_{};
   std::size_t count_ = 0;  ///< waits recorded, saturating at kHistory
   std::size_t next_ = 0;   ///< where the next one goes

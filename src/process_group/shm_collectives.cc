@@ -236,6 +236,11 @@ shm::WakeWord& ShmCollectives::wake_word() const {
                                            static_cast<std::size_t>(size_) * kLine);
 }
 
+std::uint32_t ShmCollectives::wake_ups() const {
+  // notify_waiters bumps the sequence only when it found a sleeper, just before its FUTEX_WAKE.
+  return wake_word().sequence.load(std::memory_order_relaxed);
+}
+
 Counter& ShmCollectives::given_up() const {
   return *reinterpret_cast<Counter*>(static_cast<std::uint8_t*>(segment_->data()) +
                                      static_cast<std::size_t>(size_ + 1) * kLine);
@@ -302,7 +307,13 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
     }
     return false;
   };
-  if (shm::wait_on(wake_word(), ready, deadline)) return;
+  // Paced (the header): with no long waits of regular length behind it, this is the plain wait;
+  // with them it sleeps until shortly before the next is due, then polls (checking `ready`, so a
+  // rank that gave up and the group's state are seen there too, and the thread's interrupt).
+  if (shm::wait_on(wake_word(), ready, deadline, {}, std::chrono::seconds(60), shm::WaitTuning(),
+                   &pacing_)) {
+    return;
+  }
   const std::string reason =
       std::string(op) + ": rank(s)" + missing() + " did not arrive within the group's timeout of " +
       std::to_string(timeout_.count()) + " ms (shared-memory step " + std::to_string(step) + ")";

@@ -49,6 +49,14 @@
 // of waiting for their own deadline, and a
 // single-copy collective that read buffers of a rank that gave up raises rather than returning
 // what it read (the buffers may have been freed meanwhile).
+//
+// The waits are paced (core/wait_pacing.h): when a rank's last long waits had about the same
+// length (an engine's steps), it sleeps only until shortly before the next one is due and polls
+// through it, so the late rank's publish finds it awake and makes no wake-up call (on a VM whose
+// idle vCPUs halt that call costs the publisher tens of µs: docs/benchmarks/paced_waits.md).
+// Only waits of WaitPacing::kShortest and more shape the prediction: the short waits between the
+// steps of one call, or between the calls of one engine step (broadcast_object's size, then its
+// payload), would otherwise break every pattern.
 #pragma once
 
 #include <atomic>
@@ -60,6 +68,7 @@
 #include <string>
 #include <vector>
 
+#include "core/wait_pacing.h"
 #include "groupcoord/dtype.h"
 #include "groupcoord/reduce_op.h"
 
@@ -130,6 +139,9 @@ class ShmCollectives {
   void barrier();
   /// Whether large broadcast / gather messages are read from the peers' buffers directly.
   bool single_copy() const { return single_copy_; }
+  /// Wake-up calls made so far by any rank's publish (a publish that found a waiting rank asleep),
+  /// for tests and benchmarks.
+  std::uint32_t wake_ups() const;
 
  private:
   class SlotReducer;
@@ -197,6 +209,11 @@ class ShmCollectives {
   /// The direct all_reduce's pieces of the peers' operands (one piece per rank), kept between
   /// calls.
   std::vector<std::uint8_t> scratch_;
+  /// When this rank's long waits tend to end, so that it is awake for the next (the file comment).
+  /// One object for all of this rank's waits, used by one thread at a time: the group's
+  /// collectives are (groupcoord/process_group.h, "Threading"), as step_ above already requires.
+  shm::WaitPacing pacing_{shm::WaitPacing::enabled_by_default(),
+                          shm::WaitPacing::ShortWaits::kIgnore};
 };
 
 }  // namespace groupcoord
