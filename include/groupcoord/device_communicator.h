@@ -106,6 +106,9 @@ class DeviceCommunicator {
   virtual Tensor all_gather(const Tensor& input, int dim, const Tensor& out);
   /// reduce_scatter into `out` (input's shape with `dim` divided by the world size).
   virtual Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out);
+  /// recv into `out`, whose shape and dtype say what arrives (as torch.distributed.recv's
+  /// tensor does), from group rank `src` (default: the previous rank).
+  virtual Tensor recv(const Tensor& out, std::optional<int> src = std::nullopt);
 
   /// Blocking send to group rank `dst` (default: the next rank).
   virtual void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) = 0;

@@ -165,6 +165,9 @@ class GroupCoordinator {
   void barrier();
   void send(const Tensor& tensor, std::optional<int> dst = std::nullopt);
   Tensor recv(const Shape& size, DType dtype, std::optional<int> src = std::nullopt);
+  /// recv into `out` (beyond vLLM's API, as torch.distributed.recv): its shape and dtype say
+  /// what arrives; the device communicator's rules for `out` apply. Returns `out`.
+  Tensor recv(const Tensor& out, std::optional<int> src = std::nullopt);
 
   // ---- shared-memory message queues (vLLM's shm_broadcast) ----------------------------------
   /// Collective over the group: a MessageQueue (6 chunks of 4 MiB, as vLLM) written by group rank

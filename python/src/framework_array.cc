@@ -4,8 +4,10 @@
 #include <stdexcept>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include "deferred_release.h"
+#include "dtype_arg.h"
 #include "groupcoord/check.h"
 #include "py_tensor.h"
 #include "stream_arg.h"
@@ -95,6 +97,8 @@ struct TorchApi {
   PyObject* tensor_type;  ///< torch.Tensor
   py::object raw_stream;  ///< torch._C._cuda_getCurrentRawStream (None when absent)
   py::object empty_like;  ///< torch.empty_like
+  py::object empty;       ///< torch.empty
+  py::object dtype_device_names;  ///< ("dtype", "device"): keyword names of a vectorcall
 };
 
 /// cupy's, likewise.
@@ -116,7 +120,8 @@ const TorchApi* torch_api() {
   if (!torch || !py::hasattr(torch, "Tensor")) return nullptr;  // not (yet fully) imported
   py::object raw = py::getattr(torch.attr("_C"), "_cuda_getCurrentRawStream", py::none());
   api = new TorchApi{torch, py::object(torch.attr("Tensor")).release().ptr(), raw,
-                     torch.attr("empty_like")};
+                     torch.attr("empty_like"), torch.attr("empty"),
+                     py::make_tuple(py::str("dtype"), py::str("device"))};
   return api;
 }
 
@@ -130,6 +135,16 @@ CupyApi* cupy_api() {
                     cuda.attr("get_current_stream"), cuda.attr("runtime").attr("getDevice"),
                     cuda.attr("Device")};
   return api;
+}
+
+/// torch.device("cuda", index), made once per index.
+py::handle torch_cuda_device(const TorchApi& api, int index) {
+  static auto* devices = new std::vector<py::object>();
+  const auto slot = static_cast<std::size_t>(index);
+  if (devices->size() <= slot) devices->resize(slot + 1);
+  py::object& device = (*devices)[slot];
+  if (!device) device = api.module.attr("device")("cuda", index);
+  return device;
 }
 
 /// Runs `fn` with cupy's current device set to `index` (a no-op when it already is).
@@ -402,6 +417,46 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
     *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, like_tensor.dtype(),
                               like_tensor.device());
   }
+  return out;
+}
+
+py::object framework_new(Framework framework, const Shape& shape, py::handle dtype_object,
+                         DType dtype, Device device, Tensor* view) {
+  // Each library takes dtype objects of its own kind only (cupy: names and numpy dtypes).
+  if ((framework == Framework::Torch) != is_torch_dtype(dtype_object)) return py::object();
+  py::object dims = int_tuple(shape);
+  py::object out;
+  std::uintptr_t data = 0;
+  if (framework == Framework::Torch) {
+    const TorchApi* api = torch_api();
+    if (api == nullptr) return py::object();
+    PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr(),
+                        torch_cuda_device(*api, device.index).ptr()};
+    out = steal(PyObject_Vectorcall(api->empty.ptr(), args + 1,
+                                    1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+                                    api->dtype_device_names.ptr()));
+    if (!out) throw py::error_already_set();  // out of memory, say: the caller's to see
+    data = to_address(call_method(out.ptr(), names().data_ptr));
+  } else {
+    CupyApi* api = cupy_api();
+    if (api == nullptr) return py::object();
+    try {
+      out = on_cupy_device(*api, device.index, [&] {
+        PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr()};
+        py::object array = steal(PyObject_Vectorcall(api->ndarray_type, args + 1,
+                                                     2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+        if (!array) throw py::error_already_set();
+        return array;
+      });
+    } catch (py::error_already_set& error) {
+      if (error.matches(PyExc_TypeError)) return py::object();  // a dtype cupy lacks (bfloat16)
+      throw;
+    }
+    py::object memory = get_attr(out.ptr(), names().data);
+    if (!memory) throw py::error_already_set();
+    data = to_address(get_attr(memory.ptr(), names().ptr));
+  }
+  *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, dtype, device);
   return out;
 }
 

@@ -80,6 +80,16 @@ pybind11::object framework_empty(Framework framework, pybind11::handle like,
                                  const Tensor& like_tensor, pybind11::handle dtype_object,
                                  const Shape& shape, pybind11::handle shape_object, Tensor* view);
 
+/// A new compact array of `framework` with `shape` and `dtype` on CUDA device `device`, for a
+/// result the C++ call writes into (recv): torch.empty(shape, dtype=, device=) with the torch
+/// dtype object `dtype_object`, or cupy.ndarray(shape, dtype_object) on that device. `*view`
+/// gets a view of its memory. A null object (no Python error set) when the framework cannot
+/// make it (a dtype it lacks, a dtype object of another library); the caller then takes the
+/// general path.
+pybind11::object framework_new(Framework framework, const Shape& shape,
+                               pybind11::handle dtype_object, DType dtype, Device device,
+                               Tensor* view);
+
 /// A new uninitialised block of `nbytes` bytes on CUDA device `device` from `framework`'s
 /// allocator (torch: torch.empty(nbytes, dtype=torch.uint8) on torch's current stream; cupy:
 /// cupy.cuda.alloc(nbytes) on that device); `*data` is set to its address. The returned object

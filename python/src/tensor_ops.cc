@@ -47,6 +47,20 @@ bool uniform_sizes(py::handle sizes, int world_size, std::int64_t each) {
 }
 
 Shape shape_from_python(py::handle size, const std::string& label) {
+  // A tuple of exact ints (torch.Size is a tuple) without pybind11's sequence conversion.
+  if (PyTuple_Check(size.ptr())) {
+    const Py_ssize_t n = PyTuple_GET_SIZE(size.ptr());
+    Shape shape(static_cast<std::size_t>(n));
+    bool plain = true;
+    for (Py_ssize_t i = 0; i < n && plain; ++i) {
+      PyObject* item = PyTuple_GET_ITEM(size.ptr(), i);
+      int overflow = 0;
+      plain = PyLong_CheckExact(item) != 0;
+      if (plain) shape[static_cast<std::size_t>(i)] = PyLong_AsLongLongAndOverflow(item, &overflow);
+      plain = plain && overflow == 0;
+    }
+    if (plain) return shape;  // anything else takes the checked conversion below
+  }
   if (py::isinstance<py::int_>(size)) return Shape{cast_arg<std::int64_t>(size, "recv: size")};
   GC_CHECK(py::isinstance<py::sequence>(size) && !py::isinstance<py::str>(size), label,
            ".recv: size must be an int or a sequence of ints, got ",

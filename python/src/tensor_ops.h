@@ -26,6 +26,7 @@
 #include "blocking_call.h"
 #include "dtype_arg.h"
 #include "framework_allocator.h"
+#include "framework_array.h"
 #include "groupcoord/device_communicator.h"
 #include "groupcoord/group_coordinator.h"
 #include "output_arg.h"
@@ -331,10 +332,26 @@ pybind11::object op_recv(const OpTarget<T>& g, Device device, pybind11::handle s
                                     ? library_by_name("torch")
                                     : library_or_default(optional_library(array_library), device);
   const StreamHandle s = resolve_stream(stream, &library, device);
+  const std::optional<int> peer = optional_rank(src);
+  if (const std::optional<Framework> framework = framework_named(library);
+      framework && device.is_cuda()) {
+    // The result array made by torch / cupy directly and received into: no DLPack export.
+    Tensor view;
+    pybind11::object result = framework_new(*framework, shape, dtype, type, device, &view);
+    if (result) {
+      run_op(
+          BlockingKind::Enqueue, g,
+          [](T& t, const Tensor& y, const StreamHandle& on, const std::optional<int>& r) {
+            with_stream(y.device(), on, [&] { t.recv(y, r); });
+          },
+          view, s, peer);
+      return result;
+    }
+  }
   const BlockingKind kind = device.is_cuda() ? BlockingKind::Enqueue : BlockingKind::Wait;
   FrameworkResults results(&library, device);
   Tensor out = call_blocking(
-      kind, [t = g.target, keep = g.keep, shape, type, s, device, r = optional_rank(src)] {
+      kind, [t = g.target, keep = g.keep, shape, type, s, device, r = peer] {
         return with_stream(device, s, [&] { return t->recv(shape, type, r); });
       });
   return export_tensor(out, library, s);

@@ -130,9 +130,10 @@ def test_results_are_allocated_by_torch(target: Any, op: str) -> None:
 @pytest.mark.parametrize("op", ["all_gatherv list", "all_gatherv uneven", "reduce_scatterv uneven",
                                 "gather", "recv"])
 def test_results_the_library_allocates_come_from_torch_too(target: Any, op: str) -> None:
-    """The calls whose result the C++ library allocates (lists, uneven sizes, gather, recv) take
-    it from torch's allocator while they run on torch tensors (framework_allocator.h): it counts
-    in torch.cuda.memory_allocated() while held, and goes back when dropped."""
+    """The calls whose result the C++ library allocates (lists, uneven sizes, gather) take it
+    from torch's allocator while they run on torch tensors (framework_allocator.h), and recv's
+    result is a torch tensor received into: it counts in torch.cuda.memory_allocated() while
+    held, and goes back when dropped."""
     torch = _torch()
     ws, me = target.world_size, target.rank_in_group
     if op == "recv" and ws == 1:

@@ -78,6 +78,8 @@ class CpuCommunicator final : public DeviceCommunicator {
 
   void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) override;
   Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) override;
+  /// Receives straight into `out` (contiguous, on the CPU).
+  Tensor recv(const Tensor& out, std::optional<int> src = std::nullopt) override;
   /// A non-contiguous tensor is sent from a contiguous copy, which the Work keeps alive.
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst) override;
   /// `tensor` must be contiguous (as torch requires); it is written when the Work completes.

@@ -1,6 +1,7 @@
 // CpuCommunicator's point-to-point transfers (any thread; not collective). Every tensor travels
 // on kTensorTag; the ProcessGroup matches transfers of one (peer, tag) in posting order.
 #include "communicator/cpu_communicator.h"
+#include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "groupcoord/check.h"
 
@@ -25,6 +26,16 @@ Tensor CpuCommunicator::recv(const Shape& shape, DType dtype, std::optional<int>
     GC_CHECK(size >= 0, where, ": shape ", comm::sizes_str(shape), " has a negative size");
   }
   Tensor out = Tensor::empty(shape, dtype);
+  g.recv(out.data_ptr(), out.nbytes(), peer, kTensorTag);
+  return out;
+}
+
+Tensor CpuCommunicator::recv(const Tensor& out, std::optional<int> src) {
+  const comm::OpLabel where = label("recv");
+  ProcessGroup& g = group(where.op);
+  comm::check_output(where, out, out.shape(), out.dtype(), Device::cpu());
+  const int peer = src.value_or((rank_ + world_size_ - 1) % world_size_);
+  comm::check_peer_rank(where, peer, "src", rank_, world_size_, /*allow_self=*/false);
   g.recv(out.data_ptr(), out.nbytes(), peer, kTensorTag);
   return out;
 }

@@ -43,6 +43,14 @@ Tensor DeviceCommunicator::reduce_scatter(const Tensor& input, int dim, const Te
   return comm::write_into(out, reduce_scatter(input, d));
 }
 
+Tensor DeviceCommunicator::recv(const Tensor& out, std::optional<int> src) {
+  const std::string backend = backend_name();
+  const comm::OpLabel where = default_label(backend, "recv");
+  GC_CHECK(out.defined(), where, ": out is an undefined tensor");
+  comm::check_output(where, out, out.shape(), out.dtype(), out.device());  // contiguous
+  return comm::write_into(out, recv(out.shape(), out.dtype(), src));
+}
+
 SymmetricMemoryStats DeviceCommunicator::symmetric_memory_stats() const {
   SymmetricMemoryStats stats;
   stats.disabled_reason = "the " + backend_name() + " communicator has no symmetric memory";

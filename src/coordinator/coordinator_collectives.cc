@@ -155,6 +155,14 @@ Tensor GroupCoordinator::recv(const Shape& size, DType dtype, std::optional<int>
   return comm.recv(size, dtype, peer);
 }
 
+Tensor GroupCoordinator::recv(const Tensor& out, std::optional<int> src) {
+  Impl& s = *impl_;
+  s.check_alive("recv");
+  DeviceCommunicator& comm = s.require_communicator("recv");
+  const int peer = s.resolve_peer("recv", "src", src);
+  return comm.recv(out, peer);
+}
+
 std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
     std::optional<std::string> group_desc) {
   Impl& s = *impl_;

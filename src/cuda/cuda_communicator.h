@@ -95,6 +95,8 @@ class CudaCommunicator final : public DeviceCommunicator {
   void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) override;
   /// Enqueues the receive into a new tensor and returns it (valid in stream order).
   Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) override;
+  /// Enqueues the receive into `out` (contiguous, on this device) and returns it.
+  Tensor recv(const Tensor& out, std::optional<int> src = std::nullopt) override;
   /// A non-contiguous tensor is sent from a contiguous copy, which the Work keeps alive.
   /// Not allowed during CUDA graph capture (the Work's event could not be waited on).
   std::shared_ptr<Work> isend(const Tensor& tensor, int dst) override;
@@ -147,6 +149,8 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// when defined.
   Tensor scatter_uniform(const comm::OpLabel& where, const Tensor& input, int dim,
                          const Tensor& out = Tensor());
+  /// Enqueues ncclRecv from `peer` into the checked `out` on the current stream; returns `out`.
+  Tensor receive_into(const comm::OpLabel& where, cuda::NcclComm& nc, const Tensor& out, int peer);
   /// reduce_scatterv with non-uniform `sizes` (grouped reduces).
   Tensor scatter_varying(const comm::OpLabel& where, const Tensor& input, int dim,
                          const std::vector<std::int64_t>& sizes);

@@ -3,6 +3,7 @@
 // ranks in the order they were issued.
 #include <cuda_runtime_api.h>
 
+#include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "cuda/capture_status.h"
 #include "cuda/cuda_check.h"
@@ -67,10 +68,25 @@ Tensor CudaCommunicator::recv(const Shape& shape, DType dtype, std::optional<int
     GC_CHECK(size >= 0, where, ": shape ", comm::sizes_str(shape), " has a negative size");
   }
   cuda::DeviceGuard guard(device_);
-  cudaStream_t stream = current_cuda_stream(device_);
-  Tensor out = Tensor::empty(shape, dtype, device_);
+  const Tensor out = Tensor::empty(shape, dtype, device_);
+  return receive_into(where, nc, out, peer);
+}
+
+Tensor CudaCommunicator::recv(const Tensor& out, std::optional<int> src) {
+  const comm::OpLabel where = label("recv");
+  cuda::NcclComm& nc = nccl(where.op);
+  comm::check_output(where, out, out.shape(), out.dtype(), device_);
+  const int peer = src.value_or((rank_ + world_size_ - 1) % world_size_);
+  comm::check_peer_rank(where, peer, "src", rank_, world_size_, /*allow_self=*/false);
+  cuda::DeviceGuard guard(device_);
+  return receive_into(where, nc, out, peer);
+}
+
+Tensor CudaCommunicator::receive_into(const comm::OpLabel& where, cuda::NcclComm& nc,
+                                      const Tensor& out, int peer) {
   if (out.numel() == 0) return out;
-  const cuda::NcclType type = cuda::nccl_move_type(dtype, nc.nccl_version());
+  cudaStream_t stream = current_cuda_stream(device_);
+  const cuda::NcclType type = cuda::nccl_move_type(out.dtype(), nc.nccl_version());
   const std::size_t count = static_cast<std::size_t>(out.numel()) * type.scale;
   nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
     return api.Recv(out.data_ptr(), count, type.type, peer, c, stream);

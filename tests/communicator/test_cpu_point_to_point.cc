@@ -81,6 +81,41 @@ TEST_F(CpuPointToPointTest, IsendIrecvRing) {
   }
 }
 
+// recv into a caller's tensor (beyond vLLM's API): the bytes land there, whatever was in it, and
+// the very tensor comes back.
+TEST_F(CpuPointToPointTest, RecvIntoOutWritesOutAndReturnsIt) {
+  if (group_size() == 1) GTEST_SKIP() << "a ring needs two ranks";
+  const Shape shape{4, 3};
+  for (DType dtype : {DType::Float32, DType::BFloat16}) {
+    const Tensor mine = rank_tensor(shape, dtype, group_rank());
+    Tensor out = rank_tensor(shape, dtype, 1000);  // stale contents the receive must replace
+    Tensor got;
+    if (group_rank() == 0) {
+      comm().send(mine);
+      got = comm().recv(out);
+    } else {
+      got = comm().recv(out, prev());
+      comm().send(mine);
+    }
+    EXPECT_EQ(got.data_ptr(), out.data_ptr()) << dtype_name(dtype);
+    EXPECT_EQ(compare(out, shape, dtype,
+                      [&](const Shape& i) { return datum(prev(), linear_index(shape, i)); }),
+              "")
+        << dtype_name(dtype);
+  }
+}
+
+TEST_F(CpuPointToPointTest, RecvIntoOutNeedsACompactHostTensor) {
+  if (group_size() == 1) GTEST_SKIP() << "needs a peer";
+  expect_invalid_argument([&] { comm().recv(Tensor(), prev()); },
+                          {kGroupName, "recv", "out is an undefined tensor"});
+  expect_invalid_argument(
+      [&] { comm().recv(rank_tensor_strided({2, 3}, DType::Float32, 0), prev()); },
+      {kGroupName, "recv", "contiguous"});
+  expect_invalid_argument([&] { comm().recv(Tensor::empty({2}, DType::Float32), group_rank()); },
+                          {kGroupName, "recv", "src"});
+}
+
 TEST_F(CpuPointToPointTest, IrecvNeedsAContiguousTensor) {
   if (group_size() == 1) GTEST_SKIP() << "needs a peer";
   expect_invalid_argument(

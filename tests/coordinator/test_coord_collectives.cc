@@ -241,6 +241,28 @@ TEST_F(CoordinatorCollectives, SendRecvRingThroughTheCommunicator) {
   }
 }
 
+TEST_F(CoordinatorCollectives, RecvIntoOutThroughTheCommunicator) {
+  if (world_size() == 1) GTEST_SKIP() << "no peer";
+  for (GroupCoordinator* c : {&world_coord(), &reversed_coord()}) {
+    const int me = c->rank_in_group();
+    const int n = c->world_size();
+    const int prev_world = c->ranks()[(me + n - 1) % n];
+    Tensor mine = input_of(rank(), {7, 3}, DType::Float16);
+    auto expected = tensor_values(input_of(prev_world, {7, 3}, DType::Float64));
+    const Tensor out = input_of(1000, {7, 3}, DType::Float16);  // stale contents to replace
+    Tensor got;
+    if (me % 2 == 0) {
+      c->send(mine);
+      got = c->recv(out);
+    } else {
+      got = c->recv(out, (me + n - 1) % n);
+      c->send(mine);
+    }
+    EXPECT_EQ(got.data_ptr(), out.data_ptr()) << c->unique_name();
+    expect_tensor(out, {7, 3}, DType::Float16, expected, c->unique_name() + " recv into out");
+  }
+}
+
 }  // namespace
 }  // namespace testing
 }  // namespace groupcoord

@@ -26,6 +26,27 @@ TEST_F(CudaPointToPoint, SendRecvFromFirstToLast) {
   }
 }
 
+// recv into a caller's tensor (beyond vLLM's API): written in stream order, returned as is.
+TEST_F(CudaPointToPoint, RecvIntoOutWritesOutAndReturnsIt) {
+  if (group_size() < 2) GTEST_SKIP() << "needs 2 ranks";
+  const int r = group_rank();
+  const int last = group_size() - 1;
+  if (r == 0) {
+    comm().send(device_floats({3, 5}, device(), [](std::int64_t i) { return 7 * i; }), last);
+  } else if (r == last) {
+    const Tensor out = device_floats({3, 5}, device(), [](std::int64_t) { return -1; });
+    const Tensor got = comm().recv(out, 0);
+    EXPECT_EQ(got.data_ptr(), out.data_ptr());
+    const std::vector<double> values = host_values(out);
+    for (std::size_t i = 0; i < values.size(); ++i) ASSERT_EQ(values[i], 7.0 * i);
+  }
+  // An out of the wrong place or layout is refused before anything is enqueued.
+  expect_invalid_argument([&] { comm().recv(Tensor::empty({4}, DType::Float32), 0); },
+                          {kCudaGroupName, "recv", "out must be on"});
+  const Tensor strided = device_floats({4, 4}, device(), [](std::int64_t) { return 0; });
+  expect_invalid_argument([&] { comm().recv(strided.movedim(0, 1), 0); }, {"recv", "contiguous"});
+}
+
 TEST_F(CudaPointToPoint, IsendIrecvWithWork) {
   if (group_size() < 2) GTEST_SKIP() << "needs 2 ranks";
   const int r = group_rank();
