@@ -25,9 +25,11 @@ std::string numpy_dtype_name(py::handle dtype) {
   }
 }
 
-/// What a dtype object (not a str) names. torch and numpy keep one object per type, so the
-/// answer is cached by identity (the cache holds a reference, so an address is never reused
-/// while cached): recv asks per call, and the string conversions cost about a microsecond.
+/// What a dtype object (not a str) names. torch keeps one object per dtype, and numpy one class
+/// per scalar type (numpy.float32): those are cached by identity (the cache holds a reference,
+/// so an address is never reused while cached), as recv asks per call and the string
+/// conversions cost about a microsecond. Anything else (numpy.dtype instances, which numpy may
+/// make anew, objects with a .dtype attribute) is read every time.
 struct KnownDType {
   DType dtype;
   bool torch;
@@ -39,6 +41,15 @@ std::unordered_map<PyObject*, KnownDType>& known_dtypes() {
   return *known;
 }
 
+/// Whether `dtype` is a numpy scalar type (a subclass of numpy.generic). numpy is imported.
+bool numpy_scalar_type(py::handle dtype) {
+  if (!PyType_Check(dtype.ptr())) return false;
+  py::object generic = py::module_::import("numpy").attr("generic");
+  const int subclass = PyObject_IsSubclass(dtype.ptr(), generic.ptr());
+  if (subclass < 0) PyErr_Clear();
+  return subclass == 1;
+}
+
 KnownDType describe(py::handle dtype, const char* what) {
   auto& known = known_dtypes();
   if (auto it = known.find(dtype.ptr()); it != known.end()) return it->second;
@@ -48,7 +59,12 @@ KnownDType describe(py::handle dtype, const char* what) {
   GC_CHECK(!name.empty(), what, ": dtype must be a name, a numpy or a torch dtype, got ",
            py::repr(dtype).cast<std::string>());
   const KnownDType answer{dtype_from_name(name), torch};
-  if (known.size() < 256) known.emplace(dtype.inc_ref().ptr(), answer);  // a handful in practice
+  // A handful in practice; never grow without bound. emplace after the calls above, which may
+  // have let another thread insert the same key (then nothing is added, nor referenced).
+  if (known.size() < 256 && (torch || numpy_scalar_type(dtype)) &&
+      known.emplace(dtype.ptr(), answer).second) {
+    dtype.inc_ref();
+  }
   return answer;
 }
 

@@ -141,10 +141,30 @@ CupyApi* cupy_api() {
 py::handle torch_cuda_device(const TorchApi& api, int index) {
   static auto* devices = new std::vector<py::object>();
   const auto slot = static_cast<std::size_t>(index);
+  if (slot < devices->size() && (*devices)[slot]) return (*devices)[slot];
+  // Made before the table is touched: the call may let another thread run (and resize it).
+  py::object device = api.module.attr("device")("cuda", index);
   if (devices->size() <= slot) devices->resize(slot + 1);
-  py::object& device = (*devices)[slot];
-  if (!device) device = api.module.attr("device")("cuda", index);
-  return device;
+  (*devices)[slot] = device;
+  return (*devices)[slot];
+}
+
+/// numpy's (and so cupy's) name of `dtype` as a str, made once per dtype; a null handle for the
+/// types numpy lacks (bfloat16, fp8). Passed to cupy instead of the caller's dtype object, which
+/// numpy may read otherwise than groupcoord ("float" is float64 to numpy, float32 here).
+py::handle numpy_dtype_name(DType dtype) {
+  static auto* names = new std::vector<py::object>(static_cast<std::size_t>(kNumDTypes));
+  switch (dtype) {
+    case DType::BFloat16:
+    case DType::Float8E4M3:
+    case DType::Float8E5M2:
+      return py::handle();
+    default:
+      break;
+  }
+  py::object& name = (*names)[static_cast<std::size_t>(dtype)];
+  if (!name) name = py::str(dtype_name(dtype));
+  return name;
 }
 
 /// Runs `fn` with cupy's current device set to `index` (a no-op when it already is).
@@ -422,7 +442,7 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
 
 py::object framework_new(Framework framework, const Shape& shape, py::handle dtype_object,
                          DType dtype, Device device, Tensor* view) {
-  // Each library takes dtype objects of its own kind only (cupy: names and numpy dtypes).
+  // torch gets the caller's torch dtype (from which `dtype` was read); cupy the canonical name.
   if ((framework == Framework::Torch) != is_torch_dtype(dtype_object)) return py::object();
   py::object dims = int_tuple(shape);
   py::object out;
@@ -439,19 +459,15 @@ py::object framework_new(Framework framework, const Shape& shape, py::handle dty
     data = to_address(call_method(out.ptr(), names().data_ptr));
   } else {
     CupyApi* api = cupy_api();
-    if (api == nullptr) return py::object();
-    try {
-      out = on_cupy_device(*api, device.index, [&] {
-        PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr()};
-        py::object array = steal(PyObject_Vectorcall(api->ndarray_type, args + 1,
-                                                     2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-        if (!array) throw py::error_already_set();
-        return array;
-      });
-    } catch (py::error_already_set& error) {
-      if (error.matches(PyExc_TypeError)) return py::object();  // a dtype cupy lacks (bfloat16)
-      throw;
-    }
+    const py::handle name = numpy_dtype_name(dtype);
+    if (api == nullptr || !name) return py::object();
+    out = on_cupy_device(*api, device.index, [&] {
+      PyObject* args[] = {nullptr, dims.ptr(), name.ptr()};
+      py::object array = steal(PyObject_Vectorcall(api->ndarray_type, args + 1,
+                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+      if (!array) throw py::error_already_set();
+      return array;
+    });
     py::object memory = get_attr(out.ptr(), names().data);
     if (!memory) throw py::error_already_set();
     data = to_address(get_attr(memory.ptr(), names().ptr));

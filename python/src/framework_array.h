@@ -82,10 +82,10 @@ pybind11::object framework_empty(Framework framework, pybind11::handle like,
 
 /// A new compact array of `framework` with `shape` and `dtype` on CUDA device `device`, for a
 /// result the C++ call writes into (recv): torch.empty(shape, dtype=, device=) with the torch
-/// dtype object `dtype_object`, or cupy.ndarray(shape, dtype_object) on that device. `*view`
-/// gets a view of its memory. A null object (no Python error set) when the framework cannot
-/// make it (a dtype it lacks, a dtype object of another library); the caller then takes the
-/// general path.
+/// dtype object `dtype_object` (which `dtype` was read from), or cupy.ndarray(shape, numpy's name
+/// of `dtype`) on that device. `*view` gets a view of its memory. A null object (no Python error
+/// set) when the framework cannot make it (a dtype it lacks, a dtype object of another
+/// library); the caller then takes the general path.
 pybind11::object framework_new(Framework framework, const Shape& shape,
                                pybind11::handle dtype_object, DType dtype, Device device,
                                Tensor* view);

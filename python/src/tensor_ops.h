@@ -16,6 +16,7 @@
 
 #include <pybind11/pybind11.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -333,9 +334,12 @@ pybind11::object op_recv(const OpTarget<T>& g, Device device, pybind11::handle s
                                     : library_or_default(optional_library(array_library), device);
   const StreamHandle s = resolve_stream(stream, &library, device);
   const std::optional<int> peer = optional_rank(src);
-  if (const std::optional<Framework> framework = framework_named(library);
-      framework && device.is_cuda()) {
-    // The result array made by torch / cupy directly and received into: no DLPack export.
+  const std::optional<Framework> framework = framework_named(library);
+  // The result array made by torch / cupy directly and received into: no DLPack export. Not
+  // with stream=: the array belongs to the library's current stream, and the export below is
+  // what orders that stream after the receive. Negative sizes: the C++ call's checks name them.
+  if (framework && device.is_cuda() && stream.is_none() &&
+      std::none_of(shape.begin(), shape.end(), [](std::int64_t n) { return n < 0; })) {
     Tensor view;
     pybind11::object result = framework_new(*framework, shape, dtype, type, device, &view);
     if (result) {

@@ -191,6 +191,24 @@ def test_send_recv(tp: gc.GroupCoordinator) -> None:
     assert_result(out, reference(prev, (5, 2)))
 
 
+@requires_min_world_size(2)
+def test_recv_reads_dtype_names_as_groupcoord_does(tp: gc.GroupCoordinator) -> None:
+    """A dtype name means what groupcoord's names mean ("float" is float32, as in torch; numpy
+    would read float64) whichever library makes the result; a negative size is refused, naming
+    it, before anything is received."""
+    ws, me = tp.world_size, tp.rank_in_group
+    prev = (me - 1) % ws
+    with pytest.raises(ValueError, match="negative size"):
+        tp.recv((-1, 2), "float32", src=prev, **recv_kwargs())
+    if me % 2 == 0:
+        tp.send(ref(me, (5, 2)))
+        out = tp.recv((5, 2), "float", **recv_kwargs())
+    else:
+        out = tp.recv((5, 2), "float", src=prev, **recv_kwargs())
+        tp.send(ref(me, (5, 2)), dst=(me + 1) % ws)
+    assert_result(out, reference(prev, (5, 2)))
+
+
 def check_received_dict(got: dict, sent: dict) -> None:
     """`got` has `sent`'s keys in order; arrays (sent as flavour arrays) equal and of the flavour
     on this rank's device, numpy arrays as numpy, everything else equal."""

@@ -182,6 +182,31 @@ def test_results_the_library_allocates_come_from_torch_too(target: Any, op: str)
     assert torch.cuda.memory_allocated() <= held - rows * 4, op
 
 
+@requires_torch_cuda
+def test_recv_on_an_explicit_stream_orders_the_current_stream_after_it(target: Any) -> None:
+    """recv(stream=side): the result is torch's, and torch's current stream reads it only after
+    the receive on `side` (an event on the GPU), even behind a long sleep on `side`."""
+    torch = _torch()
+    ws, me = target.world_size, target.rank_in_group
+    if ws == 1:
+        pytest.skip("recv needs a peer")
+    n = 1 << 16
+    after, before_rank = (me + 1) % ws, (me - 1) % ws
+    side = torch.cuda.Stream()
+    torch.cuda.synchronize()
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(SLEEP_CYCLES // 5)  # the receive lands late on `side`
+    if me == 0:
+        target.send(full(me + 1, n), after)
+        y = target.recv((n,), torch.float32, before_rank, stream=side)
+    else:
+        y = target.recv((n,), torch.float32, before_rank, stream=side)
+        target.send(full(me + 1, n), after)
+    copy = y * 1  # on the current stream
+    torch.cuda.synchronize()
+    assert isinstance(y, torch.Tensor) and torch.equal(copy, full(before_rank + 1, n))
+
+
 # ---- no host synchronisation -----------------------------------------------------------------
 
 def no_sync_calls(target: Any) -> dict[str, Callable[[Any], Any]]:

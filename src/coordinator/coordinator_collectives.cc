@@ -158,7 +158,7 @@ Tensor GroupCoordinator::recv(const Shape& size, DType dtype, std::optional<int>
 Tensor GroupCoordinator::recv(const Tensor& out, std::optional<int> src) {
   Impl& s = *impl_;
   s.check_alive("recv");
-  DeviceCommunicator& comm = s.require_communicator("recv");
+  DeviceCommunicator& comm = s.communicator_for("recv", out);  // host tensors as send's
   const int peer = s.resolve_peer("recv", "src", src);
   return comm.recv(out, peer);
 }

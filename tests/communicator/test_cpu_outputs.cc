@@ -171,6 +171,7 @@ class OutOfPlaceOnly final : public DeviceCommunicator {
   }
   Tensor broadcast(const Tensor& tensor, int src) override { return inner_.broadcast(tensor, src); }
   void send(const Tensor& tensor, std::optional<int> dst) override { inner_.send(tensor, dst); }
+  using DeviceCommunicator::recv;
   Tensor recv(const Shape& shape, DType dtype, std::optional<int> src) override {
     return inner_.recv(shape, dtype, src);
   }
@@ -221,6 +222,22 @@ TEST_F(CpuOutputsTest, InterfaceDefaultsComputeThenCopy) {
             "");
   expect_invalid_argument([&] { c.all_reduce(input, Tensor::empty({3}, DType::Float32)); },
                           {"out-of-place-only", "all_reduce", "out has shape [3]"});
+  if (n > 1) {  // recv into out: the previous rank's input lands there, around the ring
+    const Tensor received = rank_tensor(shape, DType::Float32, 1000);  // stale contents
+    const int prev = (group_rank() + n - 1) % n;
+    if (group_rank() == 0) {
+      c.send(input, 1);
+      EXPECT_EQ(c.recv(received, prev).data_ptr(), received.data_ptr());
+    } else {
+      EXPECT_EQ(c.recv(received, prev).data_ptr(), received.data_ptr());
+      c.send(input, (group_rank() + 1) % n);
+    }
+    EXPECT_EQ(compare(received, shape, DType::Float32,
+                      [&](const Shape& index) { return datum(prev, linear_index(shape, index)); }),
+              "");
+    expect_invalid_argument([&] { c.recv(rank_tensor_strided(shape, DType::Float32, 0), prev); },
+                            {"out-of-place-only", "recv", "contiguous"});
+  }
 }
 
 }  // namespace
