@@ -26,9 +26,21 @@ bool WaitPacing::window(Window* out) const {
   // At most an eighth of the pause on either side: the window (spread + 2 leads) is then at most
   // 3/8 of the pause and 3 ms, however short or long the pauses (measured: 1 ms pauses, 46 % of a
   // core with a 250 µs lead and no cap).
-  const Duration lead = std::min({spread + lateness_ + kMinLead, kMaxLead, *low / 8});
+  const Duration full_lead = std::min(spread + lateness_ + kMinLead, kMaxLead);
+  const Duration lead = std::min(full_lead, *low / 8);
   out->wake_at = *low - lead;
   out->poll_until = *high + lead;
+  // Short pauses (up to about half a millisecond): the sleep between the yield phase and the
+  // window would be shorter than the timer can be trusted with (kMinLead and its measured
+  // lateness, at most kMaxLead), so it would mostly end after the message and cost a wake-up
+  // anyway. Poll through
+  // the whole wait instead, and past its latest length by the full lead: at such a pace the
+  // yield phase already holds the core for most of each pause (77 % of one at 200 µs pauses,
+  // session 12), and the rest buys the wake-up (15-80 µs on the VM).
+  if (out->wake_at < kShortest + std::min(kMinLead + lateness_, kMaxLead)) {
+    out->wake_at = Duration::zero();
+    out->poll_until = *high + full_lead;
+  }
   return true;
 }
 

@@ -30,15 +30,16 @@ class WaitPacing {
 
   /// Where the next wait should be awake and polling, measured from its start.
   struct Window {
-    Duration wake_at;     ///< sleep (woken early only by a publisher) until then
+    Duration wake_at;     ///< sleep (woken early only by a publisher) until then; zero: no sleep
     Duration poll_until;  ///< then poll without sleeping until then
   };
 
   /// Waits this many in a row of about the same length make a prediction.
   static constexpr std::size_t kHistory = 4;
   /// Waits shorter than this are back-to-back traffic: the caller's spin takes them, and they
-  /// break a pattern of pauses.
-  static constexpr Duration kShortest = std::chrono::microseconds(250);
+  /// break a pattern of pauses. The default yield phase of a wait (WaitTuning::yield_for): a
+  /// longer wait goes to sleep, so from there on a prediction is worth having.
+  static constexpr Duration kShortest = std::chrono::microseconds(200);
   /// Poll this much before the expected end, besides the spread of the waits and the measured
   /// lateness of the sleep before it (250 µs: on the 2-core VM a timed sleep of a few ms ended
   /// 100-250 µs late often enough that 100 µs missed most windows), and at most kMaxLead or an

@@ -159,6 +159,24 @@ TEST(WaitPacing, PredictsAWindowOnlyAfterRegularPauses) {
   EXPECT_FALSE(off.window(&window));
 }
 
+TEST(WaitPacing, ShortRegularPausesArePolledThroughWithoutASleep) {
+  WaitPacing pacing(/*enabled=*/true);
+  WaitPacing::Window window{};
+  // 200 µs pauses as a writer's sleep_for makes them (the timer's slack on top): no sleep, a poll
+  // from the start until past the latest wait by the full lead.
+  record_all(pacing, {250, 262, 255, 251});
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, WaitPacing::Duration::zero());
+  EXPECT_EQ(window.poll_until, microseconds(262) + microseconds(12) + WaitPacing::kMinLead);
+  // A wait under kShortest (the yield phase takes it) is no such pause: it breaks the pattern.
+  pacing.record(microseconds(150));
+  EXPECT_FALSE(pacing.window(&window));
+  // From about a millisecond on, the waiter sleeps until shortly before the window again.
+  record_all(pacing, {1000, 1000, 1000, 1000});
+  ASSERT_TRUE(pacing.window(&window));
+  EXPECT_EQ(window.wake_at, microseconds(1000) - microseconds(1000) / 8);
+}
+
 TEST(WaitPacing, ALateWakeUpWidensTheLeadWhichThenShrinksBack) {
   WaitPacing pacing(/*enabled=*/true);
   record_all(pacing, {20000, 20000, 20000, 20000});
