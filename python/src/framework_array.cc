@@ -183,6 +183,22 @@ auto on_cupy_device(const CupyApi& api, int index, Fn&& fn) -> decltype(fn()) {
   }
 }
 
+/// cupy.ndarray(dims, dtype) on device `index` (what cupy.empty does); its address in *data.
+py::object new_cupy_array(const CupyApi& api, int index, py::handle dims, py::handle dtype,
+                          std::uintptr_t* data) {
+  py::object array = on_cupy_device(api, index, [&] {
+    PyObject* args[] = {nullptr, dims.ptr(), dtype.ptr()};
+    py::object made = steal(PyObject_Vectorcall(api.ndarray_type, args + 1,
+                                                2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
+    if (!made) throw py::error_already_set();
+    return made;
+  });
+  py::object memory = get_attr(array.ptr(), names().data);
+  if (!memory) throw py::error_already_set();
+  *data = to_address(get_attr(memory.ptr(), names().ptr));
+  return array;
+}
+
 /// The DType of a torch.dtype or numpy.dtype object (cupy's dtypes are numpy's), by identity:
 /// both libraries keep one object per type. nullopt when groupcoord has no such type.
 std::optional<DType> dtype_of(py::handle dtype, Framework framework) {
@@ -418,17 +434,7 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
   } else {
     py::object dims =
         shape_object ? py::reinterpret_borrow<py::object>(shape_object) : int_tuple(shape);
-    const CupyApi& api = *cupy_api();
-    out = on_cupy_device(api, like_tensor.device().index, [&] {
-      PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr()};
-      py::object array = steal(PyObject_Vectorcall(api.ndarray_type, args + 1,
-                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-      if (!array) throw py::error_already_set();
-      return array;
-    });
-    py::object memory = get_attr(out.ptr(), names().data);
-    if (!memory) throw py::error_already_set();
-    data = to_address(get_attr(memory.ptr(), names().ptr));
+    out = new_cupy_array(*cupy_api(), like_tensor.device().index, dims, dtype_object, &data);
   }
   if (like_tensor.device().is_cpu()) {
     *view = owning_cpu_view(out.ptr(), reinterpret_cast<void*>(data), shape, nullptr,
@@ -461,16 +467,7 @@ py::object framework_new(Framework framework, const Shape& shape, py::handle dty
     CupyApi* api = cupy_api();
     const py::handle name = numpy_dtype_name(dtype);
     if (api == nullptr || !name) return py::object();
-    out = on_cupy_device(*api, device.index, [&] {
-      PyObject* args[] = {nullptr, dims.ptr(), name.ptr()};
-      py::object array = steal(PyObject_Vectorcall(api->ndarray_type, args + 1,
-                                                   2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-      if (!array) throw py::error_already_set();
-      return array;
-    });
-    py::object memory = get_attr(out.ptr(), names().data);
-    if (!memory) throw py::error_already_set();
-    data = to_address(get_attr(memory.ptr(), names().ptr));
+    out = new_cupy_array(*api, device.index, dims, name, &data);
   }
   *view = Tensor::from_blob(reinterpret_cast<void*>(data), shape, dtype, device);
   return out;
