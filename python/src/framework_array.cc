@@ -94,10 +94,10 @@ py::object imported_module(PyObject* name) {
 /// torch's objects the fast path calls, found once torch is imported.
 struct TorchApi {
   py::object module;
-  PyObject* tensor_type;  ///< torch.Tensor
-  py::object raw_stream;  ///< torch._C._cuda_getCurrentRawStream (None when absent)
-  py::object empty_like;  ///< torch.empty_like
-  py::object empty;       ///< torch.empty
+  PyObject* tensor_type;          ///< torch.Tensor
+  py::object raw_stream;          ///< torch._C._cuda_getCurrentRawStream (None when absent)
+  py::object empty_like;          ///< torch.empty_like
+  py::object empty;               ///< torch.empty
   py::object dtype_device_names;  ///< ("dtype", "device"): keyword names of a vectorcall
 };
 
@@ -119,8 +119,11 @@ const TorchApi* torch_api() {
   py::object torch = imported_module(names().torch);
   if (!torch || !py::hasattr(torch, "Tensor")) return nullptr;  // not (yet fully) imported
   py::object raw = py::getattr(torch.attr("_C"), "_cuda_getCurrentRawStream", py::none());
-  api = new TorchApi{torch, py::object(torch.attr("Tensor")).release().ptr(), raw,
-                     torch.attr("empty_like"), torch.attr("empty"),
+  api = new TorchApi{torch,
+                     py::object(torch.attr("Tensor")).release().ptr(),
+                     raw,
+                     torch.attr("empty_like"),
+                     torch.attr("empty"),
                      py::make_tuple(py::str("dtype"), py::str("device"))};
   return api;
 }
@@ -458,8 +461,7 @@ py::object framework_new(Framework framework, const Shape& shape, py::handle dty
     if (api == nullptr) return py::object();
     PyObject* args[] = {nullptr, dims.ptr(), dtype_object.ptr(),
                         torch_cuda_device(*api, device.index).ptr()};
-    out = steal(PyObject_Vectorcall(api->empty.ptr(), args + 1,
-                                    1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
+    out = steal(PyObject_Vectorcall(api->empty.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     api->dtype_device_names.ptr()));
     if (!out) throw py::error_already_set();  // out of memory, say: the caller's to see
     data = to_address(call_method(out.ptr(), names().data_ptr));

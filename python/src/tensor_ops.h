@@ -354,10 +354,9 @@ pybind11::object op_recv(const OpTarget<T>& g, Device device, pybind11::handle s
   }
   const BlockingKind kind = device.is_cuda() ? BlockingKind::Enqueue : BlockingKind::Wait;
   FrameworkResults results(&library, device);
-  Tensor out = call_blocking(
-      kind, [t = g.target, keep = g.keep, shape, type, s, device, r = peer] {
-        return with_stream(device, s, [&] { return t->recv(shape, type, r); });
-      });
+  Tensor out = call_blocking(kind, [t = g.target, keep = g.keep, shape, type, s, device, r = peer] {
+    return with_stream(device, s, [&] { return t->recv(shape, type, r); });
+  });
   return export_tensor(out, library, s);
 }
 

@@ -4,11 +4,11 @@
 // the messages do not depend on the communicator plugged in.
 #include <utility>
 
+#include "communicator/output_tensor.h"
 #include "coordinator/coordinator_checks.h"
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/host_transfers.h"
-#include "communicator/output_tensor.h"
 #include "groupcoord/check.h"
 #include "groupcoord/world.h"
 

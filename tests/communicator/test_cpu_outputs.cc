@@ -99,11 +99,13 @@ TEST_F(CpuOutputsTest, AllGatherIntoOutEveryDim) {
       allocations = counter.count();
     }
     if (d == 0) EXPECT_EQ(allocations, 0) << "dim 0 gathers straight into out";
-    EXPECT_EQ(compare(out, out_shape, DType::BFloat16, [&](const Shape& index) {
-                Shape local = index;
-                local[d] = index[d] % shape[d];
-                return datum(static_cast<int>(index[d] / shape[d]), linear_index(shape, local));
-              }),
+    EXPECT_EQ(compare(out, out_shape, DType::BFloat16,
+                      [&](const Shape& index) {
+                        Shape local = index;
+                        local[d] = index[d] % shape[d];
+                        return datum(static_cast<int>(index[d] / shape[d]),
+                                     linear_index(shape, local));
+                      }),
               "");
   }
 }
@@ -128,20 +130,30 @@ TEST_F(CpuOutputsTest, ReduceScatterIntoOut) {
 
 TEST_F(CpuOutputsTest, WrongOutIsRefused) {
   const Tensor input = rank_tensor({4, 2}, DType::Float32, group_rank());
-  expect_invalid_argument([&] { comm().all_reduce(input, Tensor::empty({4, 3}, DType::Float32)); },
-                          {kGroupName, "all_reduce", "out has shape [4, 3]", "[4, 2]"});
-  expect_invalid_argument([&] { comm().all_reduce(input, Tensor::empty({4, 2}, DType::Int32)); },
-                          {kGroupName, "all_reduce", "dtype int32", "float32"});
+  expect_invalid_argument(
+      [&] {
+        comm().all_reduce(input, Tensor::empty({4, 3}, DType::Float32));
+      },
+      {kGroupName, "all_reduce", "out has shape [4, 3]", "[4, 2]"});
+  expect_invalid_argument(
+      [&] {
+        comm().all_reduce(input, Tensor::empty({4, 2}, DType::Int32));
+      },
+      {kGroupName, "all_reduce", "dtype int32", "float32"});
   expect_invalid_argument([&] { comm().all_reduce(input, Tensor()); },
                           {kGroupName, "all_reduce", "out is an undefined tensor"});
   const Tensor wide = Tensor::empty({2, 4}, DType::Float32);
   expect_invalid_argument([&] { comm().all_reduce(input, wide.movedim(0, 1)); },
                           {kGroupName, "all_reduce", "out must be contiguous"});
   expect_invalid_argument(
-      [&] { comm().all_gather(input, 0, Tensor::empty({5, 2}, DType::Float32)); },
+      [&] {
+        comm().all_gather(input, 0, Tensor::empty({5, 2}, DType::Float32));
+      },
       {kGroupName, "all_gather", "out has shape [5, 2]"});
   expect_invalid_argument(
-      [&] { comm().reduce_scatter(input, 0, Tensor::empty({4, 3}, DType::Float32)); },
+      [&] {
+        comm().reduce_scatter(input, 0, Tensor::empty({4, 3}, DType::Float32));
+      },
       {kGroupName, "reduce_scatter"});
 }
 

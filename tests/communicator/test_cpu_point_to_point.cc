@@ -110,7 +110,9 @@ TEST_F(CpuPointToPointTest, RecvIntoOutNeedsACompactHostTensor) {
   expect_invalid_argument([&] { comm().recv(Tensor(), prev()); },
                           {kGroupName, "recv", "out is an undefined tensor"});
   expect_invalid_argument(
-      [&] { comm().recv(rank_tensor_strided({2, 3}, DType::Float32, 0), prev()); },
+      [&] {
+        comm().recv(rank_tensor_strided({2, 3}, DType::Float32, 0), prev());
+      },
       {kGroupName, "recv", "contiguous"});
   expect_invalid_argument([&] { comm().recv(Tensor::empty({2}, DType::Float32), group_rank()); },
                           {kGroupName, "recv", "src"});

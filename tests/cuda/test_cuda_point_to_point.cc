@@ -82,7 +82,7 @@ TEST_F(CudaPointToPoint, BadPeersAndLayoutsAreInvalid) {
   const Tensor strided = device_floats({4, 4}, device(), [](std::int64_t) { return 0; });
   if (group_size() > 1) {
     expect_invalid_argument([&] { comm().irecv(strided.movedim(0, 1), 1 - group_rank() % 2); },
-                   {"irecv", "contiguous"});
+                            {"irecv", "contiguous"});
   }
 }
 
