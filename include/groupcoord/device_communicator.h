@@ -76,10 +76,10 @@ class DeviceCommunicator {
   virtual std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim = 0,
                                           const std::optional<std::vector<std::int64_t>>& sizes =
                                               std::nullopt) = 0;
-  Tensor all_gatherv(const Tensor& input, int dim = 0,
-                     const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) {
-    return all_gatherv(std::vector<Tensor>{input}, dim, sizes).front();
-  }
+  /// One input (the usual case): by default the list form with one element; the built-in
+  /// communicators skip the two vectors that costs.
+  virtual Tensor all_gatherv(const Tensor& input, int dim = 0,
+                             const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
   /// Sum across the group, then this rank's 1/world_size slice along `dim` (the size of `dim`
   /// must divide evenly).
   virtual Tensor reduce_scatter(const Tensor& input, int dim = -1) = 0;

@@ -62,8 +62,8 @@ Tensor CpuCommunicator::all_gather(const Tensor& input, int dim, const Tensor& o
   ProcessGroup& g = group(where.op);
   comm::check_cpu_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_),
-                     input.dtype(), Device::cpu());
+  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_), input.dtype(),
+                     Device::cpu());
   return gather_uniform(g, input, d, out);
 }
 
@@ -85,6 +85,28 @@ Tensor CpuCommunicator::all_gather(const Tensor& input, int dim) {
   return gather_uniform(g, input, comm::wrap_dim(where, dim, input.dim()));
 }
 
+int CpuCommunicator::check_gatherv_input(
+    const comm::OpLabel& where, const Tensor& input, std::size_t index, std::size_t count, int dim,
+    const std::optional<std::vector<std::int64_t>>& sizes) const {
+  // The name is built only for the message: valid inputs cost no string.
+  if (!input.defined() || !input.device().is_cpu()) {
+    comm::check_cpu_tensor(where, input, input_name(index, count).c_str());
+  }
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  if (sizes) comm::check_own_size(where, *sizes, rank_, input.size(d));
+  return d;
+}
+
+Tensor CpuCommunicator::all_gatherv(const Tensor& input, int dim,
+                                    const std::optional<std::vector<std::int64_t>>& sizes) {
+  const comm::OpLabel where = label("all_gatherv");
+  ProcessGroup& g = group(where.op);
+  if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
+  const int d = check_gatherv_input(where, input, 0, 1, dim, sizes);
+  return !sizes || comm::sizes_are_uniform(*sizes) ? gather_uniform(g, input, d)
+                                                   : gather_varying(g, input, d, *sizes);
+}
+
 std::vector<Tensor> CpuCommunicator::all_gatherv(
     const std::vector<Tensor>& inputs, int dim,
     const std::optional<std::vector<std::int64_t>>& sizes) {
@@ -93,9 +115,7 @@ std::vector<Tensor> CpuCommunicator::all_gatherv(
   if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
   std::vector<int> dims;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    comm::check_cpu_tensor(where, inputs[i], input_name(i, inputs.size()).c_str());
-    dims.push_back(comm::wrap_dim(where, dim, inputs[i].dim()));
-    if (sizes) comm::check_own_size(where, *sizes, rank_, inputs[i].size(dims.back()));
+    dims.push_back(check_gatherv_input(where, inputs[i], i, inputs.size(), dim, sizes));
   }
   // Uniform sizes are the plain all_gather, whatever way they were spelled.
   const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
@@ -176,8 +196,8 @@ Tensor CpuCommunicator::gather_uniform(ProcessGroup& g, const Tensor& input, int
   // Along dim 0 the gathered layout is the result's: gather straight into `out`.
   const bool direct = out.defined() && dim == 0;
   Tensor gathered =
-      direct ? out : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_),
-                                   front.dtype());
+      direct ? out
+             : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_), front.dtype());
   g.all_gather(front.data_ptr(), gathered.data_ptr(), static_cast<std::size_t>(front.numel()),
                front.dtype());
   if (direct) return out;
@@ -203,16 +223,15 @@ Tensor CpuCommunicator::gather_varying(ProcessGroup& g, const Tensor& input, int
 }
 
 Tensor CpuCommunicator::sum_and_slice(ProcessGroup& g, const Tensor& input, int dim,
-                                      const std::vector<std::int64_t>& lengths,
-                                      const Tensor& out) {
+                                      const std::vector<std::int64_t>& lengths, const Tensor& out) {
   const Tensor in = input.contiguous();
   const std::int64_t offset = comm::offset_of_rank(lengths, rank_);
   if (dim != 0) {
     // The sum is element-wise, so it runs on the input's own layout; only the slice needs the
     // dim, and narrow() takes it directly (no movedim, hence no wrong-axis bug for dims >= 2).
     Tensor full = Tensor::empty(in.shape(), in.dtype());
-    g.all_reduce(in.data_ptr(), full.data_ptr(), static_cast<std::size_t>(in.numel()),
-                 in.dtype(), ReduceOp::Sum);
+    g.all_reduce(in.data_ptr(), full.data_ptr(), static_cast<std::size_t>(in.numel()), in.dtype(),
+                 ReduceOp::Sum);
     const Tensor slice = full.narrow(dim, offset, lengths[rank_]);
     return out.defined() ? comm::write_into(out, slice) : slice.clone();
   }

@@ -60,10 +60,11 @@ class CpuCommunicator final : public DeviceCommunicator {
 
   Tensor all_reduce(const Tensor& input) override;
   Tensor all_gather(const Tensor& input, int dim = -1) override;
-  using DeviceCommunicator::all_gatherv;
   std::vector<Tensor> all_gatherv(
       const std::vector<Tensor>& inputs, int dim = 0,
       const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
+  Tensor all_gatherv(const Tensor& input, int dim = 0,
+                     const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
   Tensor reduce_scatter(const Tensor& input, int dim = -1) override;
   Tensor reduce_scatterv(
       const Tensor& input, int dim = -1,
@@ -108,6 +109,11 @@ class CpuCommunicator final : public DeviceCommunicator {
   /// (checked by the caller).
   Tensor gather_uniform(ProcessGroup& group, const Tensor& input, int dim,
                         const Tensor& out = Tensor());
+  /// all_gatherv's checks of input `index` of `count` (a host tensor, its own size against
+  /// `sizes`); returns its wrapped dim.
+  int check_gatherv_input(const comm::OpLabel& where, const Tensor& input, std::size_t index,
+                          std::size_t count, int dim,
+                          const std::optional<std::vector<std::int64_t>>& sizes) const;
   /// all_gatherv of one validated input with non-uniform `sizes`.
   Tensor gather_varying(ProcessGroup& group, const Tensor& input, int dim,
                         const std::vector<std::int64_t>& sizes);

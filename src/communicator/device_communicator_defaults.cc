@@ -18,6 +18,11 @@ comm::OpLabel default_label(const std::string& backend, const char* op) {
 
 }  // namespace
 
+Tensor DeviceCommunicator::all_gatherv(const Tensor& input, int dim,
+                                       const std::optional<std::vector<std::int64_t>>& sizes) {
+  return all_gatherv(std::vector<Tensor>{input}, dim, sizes).front();
+}
+
 Tensor DeviceCommunicator::all_reduce(const Tensor& input, const Tensor& out) {
   const std::string backend = backend_name();
   comm::check_output(default_label(backend, "all_reduce"), out, input.shape(), input.dtype(),

@@ -34,7 +34,12 @@ Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) {
 
 Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
                                      const std::optional<std::vector<std::int64_t>>& sizes) {
-  return all_gatherv(std::vector<Tensor>{input}, dim, sizes).front();
+  Impl& s = *impl_;
+  s.check_alive("all_gatherv");
+  s.require_communicator("all_gatherv");
+  DeviceCommunicator& comm = s.communicator_for("all_gatherv", input);
+  check_gatherv_sizes(s.label("all_gatherv"), input, dim, sizes, s.world_size, s.rank_in_group);
+  return comm.all_gatherv(input, dim, sizes);  // one input: no vectors
 }
 
 std::vector<Tensor> GroupCoordinator::all_gatherv(

@@ -75,10 +75,11 @@ class CudaCommunicator final : public DeviceCommunicator {
 
   Tensor all_reduce(const Tensor& input) override;
   Tensor all_gather(const Tensor& input, int dim = -1) override;
-  using DeviceCommunicator::all_gatherv;
   std::vector<Tensor> all_gatherv(
       const std::vector<Tensor>& inputs, int dim = 0,
       const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
+  Tensor all_gatherv(const Tensor& input, int dim = 0,
+                     const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) override;
   Tensor reduce_scatter(const Tensor& input, int dim = -1) override;
   Tensor reduce_scatterv(
       const Tensor& input, int dim = -1,
@@ -143,6 +144,11 @@ class CudaCommunicator final : public DeviceCommunicator {
   Tensor reduce_all(const comm::OpLabel& where, const Tensor& input, const Tensor& out);
   /// all_gather of one checked input along the wrapped dim `dim`, into `out` when defined.
   Tensor gather_uniform(const Tensor& input, int dim, const Tensor& out = Tensor());
+  /// all_gatherv's checks of input `index` of `count` (its own size against `sizes`); returns its
+  /// wrapped dim.
+  int check_gatherv_input(const comm::OpLabel& where, const Tensor& input, std::size_t index,
+                          std::size_t count, int dim,
+                          const std::optional<std::vector<std::int64_t>>& sizes) const;
   /// all_gatherv of one checked input with non-uniform `sizes` (grouped broadcasts).
   Tensor gather_varying(const Tensor& input, int dim, const std::vector<std::int64_t>& sizes);
   /// reduce_scatter of one checked input along the wrapped dim `dim` (equal shares), into `out`

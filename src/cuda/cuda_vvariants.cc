@@ -22,20 +22,38 @@ std::string input_name(std::size_t i, std::size_t count) {
 
 }  // namespace
 
+int CudaCommunicator::check_gatherv_input(
+    const comm::OpLabel& where, const Tensor& input, std::size_t index, std::size_t count, int dim,
+    const std::optional<std::vector<std::int64_t>>& sizes) const {
+  // The name is built only for the message: valid inputs cost no string.
+  if (!input.defined() || input.device() != device_) {
+    check_tensor(where, input, input_name(index, count).c_str());
+  }
+  const int d = comm::wrap_dim(where, dim, input.dim());
+  if (sizes) comm::check_own_size(where, *sizes, rank_, input.size(d));
+  return d;
+}
+
+Tensor CudaCommunicator::all_gatherv(const Tensor& input, int dim,
+                                     const std::optional<std::vector<std::int64_t>>& sizes) {
+  const comm::OpLabel where = label("all_gatherv");
+  nccl(where.op);
+  if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
+  const int d = check_gatherv_input(where, input, 0, 1, dim, sizes);
+  cuda::DeviceGuard guard(device_);
+  return !sizes || comm::sizes_are_uniform(*sizes) ? gather_uniform(input, d)
+                                                   : gather_varying(input, d, *sizes);
+}
+
 std::vector<Tensor> CudaCommunicator::all_gatherv(
     const std::vector<Tensor>& inputs, int dim,
     const std::optional<std::vector<std::int64_t>>& sizes) {
   const comm::OpLabel where = label("all_gatherv");
   nccl(where.op);
   if (sizes) comm::check_sizes_shape(where, *sizes, world_size_);
-  // Every input is checked before anything is enqueued; the dims are wrapped again below rather
-  // than kept (no vector on the hot path, where one input is the rule).
+  // Every input is checked before anything is enqueued; the dims are wrapped again below.
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    if (!inputs[i].defined() || inputs[i].device() != device_) {
-      check_tensor(where, inputs[i], input_name(i, inputs.size()).c_str());
-    }
-    const int d = comm::wrap_dim(where, dim, inputs[i].dim());
-    if (sizes) comm::check_own_size(where, *sizes, rank_, inputs[i].size(d));
+    check_gatherv_input(where, inputs[i], i, inputs.size(), dim, sizes);
   }
   const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
   cuda::DeviceGuard guard(device_);
