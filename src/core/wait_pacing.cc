@@ -45,7 +45,7 @@ bool WaitPacing::window(Window* out) const {
 }
 
 void WaitPacing::record(Duration waited) {
-  if (waited < kShortest && short_waits_ == ShortWaits::kIgnore) return;
+  if (waited < kShortestIgnored && short_waits_ == ShortWaits::kIgnore) return;
   recent_[next_] = waited;
   next_ = (next_ + 1) % kHistory;
   count_ = std::min(count_ + 1, kHistory);

@@ -54,9 +54,9 @@
 // length (an engine's steps), it sleeps only until shortly before the next one is due and polls
 // through it, so the late rank's publish finds it awake and makes no wake-up call (on a VM whose
 // idle vCPUs halt that call costs the publisher tens of µs: docs/benchmarks/paced_waits.md).
-// Only waits of WaitPacing::kShortest and more shape the prediction: the short waits between the
-// steps of one call, or between the calls of one engine step (broadcast_object's size, then its
-// payload), would otherwise break every pattern.
+// Only waits of WaitPacing::kShortestIgnored and more shape the prediction: the short waits
+// between the steps of one call, or between the calls of one engine step (broadcast_object's size,
+// then its payload), would otherwise break every pattern.
 #pragma once
 
 #include <atomic>
