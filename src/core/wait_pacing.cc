@@ -33,10 +33,9 @@ bool WaitPacing::window(Window* out) const {
   // Short pauses (up to about half a millisecond): the sleep between the yield phase and the
   // window would be shorter than the timer can be trusted with (kMinLead and its measured
   // lateness, at most kMaxLead), so it would mostly end after the message and cost a wake-up
-  // anyway. Poll through
-  // the whole wait instead, and past its latest length by the full lead: at such a pace the
-  // yield phase already holds the core for most of each pause (77 % of one at 200 µs pauses,
-  // session 12), and the rest buys the wake-up (15-80 µs on the VM).
+  // anyway. Poll through the whole wait instead, and past its latest length by the full lead:
+  // at such a pace the yield phase already holds the core for most of each pause (77 % of one at
+  // 200 µs pauses, session 12), and the rest buys the wake-up (15-80 µs on the VM).
   if (out->wake_at < kShortest + std::min(kMinLead + lateness_, kMaxLead)) {
     out->wake_at = Duration::zero();
     out->poll_until = *high + full_lead;
