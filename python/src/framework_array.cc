@@ -40,6 +40,7 @@ struct Names {
   PyObject* dtype = intern("dtype");
   PyObject* shape = intern("shape");
   PyObject* stride = intern("stride");
+  PyObject* is_contiguous = intern("is_contiguous");
   PyObject* strides = intern("strides");
   PyObject* get_device = intern("get_device");
   PyObject* data_ptr = intern("data_ptr");
@@ -283,9 +284,9 @@ bool plain_torch_cpu(PyObject* obj) {
   return grad && grad.ptr() == Py_False;
 }
 
-/// torch: is_cuda, is_neg(), dtype, shape, stride(), get_device(), data_ptr() — seven calls on
-/// CUDA (only when `cuda`: a CUDA view owns nothing); on the CPU plain_torch_cpu's two instead of
-/// get_device(). A tensor with its negative bit set (a lazily negated view, such as
+/// torch: is_cuda, is_neg(), dtype, shape, is_contiguous() (and stride() when it is not),
+/// get_device(), data_ptr() — seven calls on CUDA (only when `cuda`: a CUDA view owns nothing);
+/// on the CPU plain_torch_cpu's two instead of get_device(). A tensor with its negative bit set (a lazily negated view, such as
 /// `.conj().imag`) is refused with out->negative set: its memory holds the values un-negated, and
 /// torch 1.13's DLPack export passes them on as they are.
 bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
@@ -305,9 +306,13 @@ bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
   if (!dtype) return false;
   Shape shape, strides;  // torch strides count elements, as groupcoord's
   py::object shape_object = get_attr(obj, n.shape);
-  if (!read_ints(shape_object, &shape) || !read_ints(call_method(obj, n.stride), &strides)) {
-    return false;
-  }
+  if (!read_ints(shape_object, &shape)) return false;
+  // A contiguous tensor's strides are the compact ones (up to those of size-1 dimensions, which
+  // address nothing); is_contiguous() is the cheaper call (H100 host: 89 ns against 117).
+  py::object contiguous = call_method(obj, n.is_contiguous);
+  if (!contiguous) return false;
+  const bool compact = contiguous.ptr() == Py_True;
+  if (!compact && !read_ints(call_method(obj, n.stride), &strides)) return false;
   int index = 0;
   void* data = nullptr;
   if ((on_cuda && !read_int(call_method(obj, n.get_device), &index)) ||
@@ -315,8 +320,12 @@ bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
     return false;
   }
   out->framework = Framework::Torch;
-  out->tensor = on_cuda ? Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index))
-                        : owning_cpu_view(obj, data, shape, &strides, *dtype);
+  if (on_cuda) {
+    out->tensor = compact ? Tensor::from_blob(data, shape, *dtype, Device::cuda(index))
+                          : Tensor::from_blob(data, shape, strides, *dtype, Device::cuda(index));
+  } else {
+    out->tensor = owning_cpu_view(obj, data, shape, compact ? nullptr : &strides, *dtype);
+  }
   out->shape = std::move(shape_object);
   out->dtype = std::move(dtype_object);
   return true;

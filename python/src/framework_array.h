@@ -7,9 +7,10 @@
 // host.
 //
 // Cost, per array (the hot path of every CUDA collective called from Python): torch: `is_cuda`,
-// `is_neg()`, `dtype`, `shape`, `stride()`, `get_device()`, `data_ptr()`; cupy: `dtype`, `shape`,
-// `strides`, `data`, `data.ptr`, `data.device_id`. Each is one CPython call on an interned
-// attribute name (no temporary strings, no bound-method objects); nothing else touches Python.
+// `is_neg()`, `dtype`, `shape`, `is_contiguous()` (`stride()` only when false), `get_device()`,
+// `data_ptr()`; cupy: `dtype`, `shape`, `strides`, `data`, `data.ptr`, `data.device_id`. Each is
+// one CPython call on an interned attribute name (no temporary strings, no bound-method objects);
+// nothing else touches Python.
 //
 // Lifetime, as in vLLM's pynccl: the view is valid for the call only. The work is enqueued in
 // stream order on the call's stream, and the caller keeps its arrays alive until that work is done,
