@@ -331,6 +331,30 @@ TEST_F(AllocatorTest, CpuAllocatorAlignsAndHandlesZeroBytes) {
   EXPECT_THROW(allocator.allocate(SIZE_MAX - 10, Device::cpu()), std::bad_alloc);
 }
 
+TEST_F(AllocatorTest, CpuAllocatorSmallBlocksAreAlignedWritableAndFreedInAnyOrder) {
+  // Blocks under kCacheMinBytes come from malloc with the alignment slide stored below them:
+  // many live at once, each written over its whole size class, freed out of order.
+  CpuAllocator allocator;
+  std::vector<std::pair<void*, std::size_t>> blocks;
+  for (int round = 0; round < 4; ++round) {
+    for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{15}, std::size_t{16},
+                          std::size_t{100}, std::size_t{4097}, CpuAllocator::kCacheMinBytes - 65}) {
+      void* p = allocator.allocate(n, Device::cpu());
+      ASSERT_NE(p, nullptr) << n;
+      EXPECT_EQ(reinterpret_cast<std::uintptr_t>(p) % CpuAllocator::kAlignment, 0u) << n;
+      std::memset(p, round, CpuAllocator::block_bytes(n));
+      blocks.emplace_back(p, n);
+    }
+  }
+  for (std::size_t i = 0; i < blocks.size(); i += 2) {
+    allocator.deallocate(blocks[i].first, blocks[i].second, Device::cpu());
+  }
+  for (std::size_t i = 1; i < blocks.size(); i += 2) {
+    allocator.deallocate(blocks[i].first, blocks[i].second, Device::cpu());
+  }
+  EXPECT_EQ(allocator.cached_bytes(), 0u);  // none of them is large enough to be cached
+}
+
 TEST_F(AllocatorTest, CpuAllocatorCachesLargeBlocksBySizeClass) {
   CpuAllocator allocator(std::size_t{4} << 20);
   const std::size_t big = std::size_t{256} << 10;
