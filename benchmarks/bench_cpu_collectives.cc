@@ -3,8 +3,9 @@
 // alternating between the paths:
 //
 //   groupcoord   the path users take: GroupCoordinator (the TP group over every rank, backend
-//                "gloo") .all_reduce(t), .all_gather(t, 0), .broadcast(t, 0) on CPU tensors; and
-//                the out= variants of all_reduce and all_gather ("groupcoord(out=)")
+//                "gloo") .all_reduce(t), .all_gather(t, 0), .broadcast(t, 0) on CPU tensors (the
+//                previous result released before each call); and the out= variants of all_reduce
+//                and all_gather ("groupcoord(out=)")
 //   gloo         Gloo's own algorithms (gloo::allreduce, gloo::allgather, gloo::broadcast) on a
 //                separate Gloo context over the same ranks (TCP device on 127.0.0.1, rendezvous
 //                through groupcoord's world store)
@@ -418,9 +419,24 @@ Row run_size(const Options& o, const std::string& op, std::size_t bytes, gc::Gro
       return check_broadcast(r, count, salt);
     };
     if (path == "groupcoord") {
-      if (op == "all_reduce") c.call = [&] { buf.result = group.all_reduce(buf.input); };
-      else if (op == "all_gather") c.call = [&] { buf.result = group.all_gather(buf.input, 0); };
-      else c.call = [&] { group.broadcast(buf.input, 0); };
+      // The previous result is released before the call, as in a layer loop where each result is
+      // consumed before the next collective: the new result then reuses its cached block. Held
+      // across the call, two blocks alternate and the larger working set cost up to 24 % at 4 MiB
+      // on the development VM (docs/benchmarks/cpu_collectives.md, session 14), a cost of the
+      // caller's pattern that MPI's single output buffer does not pay.
+      if (op == "all_reduce") {
+        c.call = [&] {
+          buf.result = gc::Tensor();
+          buf.result = group.all_reduce(buf.input);
+        };
+      } else if (op == "all_gather") {
+        c.call = [&] {
+          buf.result = gc::Tensor();
+          buf.result = group.all_gather(buf.input, 0);
+        };
+      } else {
+        c.call = [&] { group.broadcast(buf.input, 0); };
+      }
     } else if (path == "groupcoord_out") {
       if (op == "all_reduce") c.call = [&] { group.all_reduce(buf.input, buf.output); };
       else c.call = [&] { group.all_gather(buf.input, 0, buf.output); };
