@@ -16,6 +16,7 @@
 #include "core/deadline.h"
 #include "core/env_switch.h"
 #include "core/shared_memory.h"
+#include "core/streaming_copy.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -426,7 +427,7 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
         if (r != rank_) {
           read_from(r, bank, 0, place, bytes, op);
         } else if (place != mine) {
-          std::memcpy(place, mine, bytes);
+          detail::copy_large(place, mine, bytes);  // streamed from 4 MiB on
         }
       }
     }
