@@ -94,9 +94,11 @@ class ShmCollectives {
   static constexpr std::size_t kSingleCopyBytes = std::size_t{64} << 10;
   /// In groups of 2, all_reduce of this many bytes and more reads the peers' inputs and results
   /// directly (when every rank can) instead of going through the slots, whose writes are what
-  /// large all_reduces spent their time on (docs/benchmarks/cpu_collectives.md, session 9).
+  /// large all_reduces spent their time on (docs/benchmarks/cpu_collectives.md, session 9). Below
+  /// it the slots win: at 512 KiB and 1 MiB the direct path took 0.81-1.24x Open MPI's time and
+  /// the slots 0.74-0.85x in the same alternating runs (session 15).
   /// GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB sets the size for any group (0: never).
-  static constexpr std::size_t kSingleCopyReduceBytes = std::size_t{512} << 10;
+  static constexpr std::size_t kSingleCopyReduceBytes = std::size_t{2} << 20;
   /// The direct all_reduce reads and reduces the peers' operands in pieces of this many bytes (a
   /// piece of every rank fits the caches).
   static constexpr std::size_t kDirectPieceBytes = std::size_t{256} << 10;

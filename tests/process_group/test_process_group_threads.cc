@@ -42,7 +42,7 @@ TEST_P(ProcessGroupThreads, Collectives64MiB) { run(check_collectives_64mib); }
 TEST_P(ProcessGroupThreads, AllReduceOfSeveralChunks) { run(check_all_reduce_multi_chunk); }
 
 // The direct (single-copy) all_reduce at every group size, from 64 KiB on: by default only groups
-// of 2 take it, and only from 512 KiB.
+// of 2 take it, and only from 2 MiB.
 TEST_P(ProcessGroupThreads, AllReduceThroughThePeersMemory) {
   ScopedEnv direct("GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB", "64");
   run([](ProcessGroup& pg) {
