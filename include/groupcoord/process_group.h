@@ -134,7 +134,8 @@ class ProcessGroup {
   /// counts[rank()]); `out` holds their sum. Zero counts are allowed.
   void all_gatherv(const void* in, void* out, const std::vector<std::size_t>& counts, DType dtype);
   /// Concatenates every rank's `count` elements into `out` on `root` (size() * count elements);
-  /// `out` is not touched, and may be null, elsewhere.
+  /// `out` is not touched, and may be null, elsewhere. The root's `in` may overlap `out` (an input
+  /// anywhere but exactly at the root's own place is copied aside first).
   void gather(const void* in, void* out, std::size_t count, DType dtype, int root);
   /// Returns once every rank of the group has entered the barrier.
   void barrier();

@@ -45,8 +45,8 @@ void* small_block(std::size_t bytes) {
   constexpr std::size_t kAlign = CpuAllocator::kAlignment;
   auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kAlign));
   if (raw == nullptr) return nullptr;
-  // malloc's blocks are at least 16-byte aligned, so the slide is 16, 32, 48 or 64: never 0,
-  // and there is always a byte below the block for it.
+  // The slide is 1..64 whatever malloc's alignment (16, 32, 48 or 64 with glibc's): never 0, so
+  // there is always a byte below the block for it, and it fits a byte.
   const auto address = reinterpret_cast<std::uintptr_t>(raw);
   unsigned char* block = raw + (kAlign - address % kAlign);
   block[-1] = static_cast<unsigned char>(block - raw);

@@ -258,17 +258,20 @@ void ProcessGroup::gather(const void* in, void* out, std::size_t count, DType dt
   if (count == 0) return;
   const std::size_t chunk = count * dtype_size(dtype);
   const bool is_root = s.rank == root;
-  // Each rank's input is copied into shared memory before the root writes `out`: an input
-  // overlapping the root's output is safe here.
-  if (s.shm) return s.shm->gather(in, out, chunk, root);
-  // Gloo copies the root's input into its slot with memcpy; an overlapping input (e.g. already
-  // in place) goes through a private copy instead.
+  // A root input that overlaps the output anywhere but exactly at the root's own place would be
+  // overwritten by the others' parts before all of it is read (the shared-memory paths write
+  // those parts while the root's input is still being copied), so it goes through a private
+  // copy. Gloo copies the root's input into its place with memcpy, so there even an input
+  // already in place is staged.
+  const bool overlapping = is_root && overlaps(in, chunk, out, chunk * s.size);
+  const bool in_place = is_root && in == bytes_of(out) + static_cast<std::size_t>(root) * chunk;
   std::vector<std::uint8_t> staged;
   const void* input = in;
-  if (is_root && overlaps(in, chunk, out, chunk * s.size)) {
+  if (overlapping && (!s.shm || !in_place)) {
     staged.assign(bytes_of(in), bytes_of(in) + chunk);
     input = staged.data();
   }
+  if (s.shm) return s.shm->gather(input, out, chunk, root);
   const std::uint32_t tag = s.next_tag++;
   run_gloo_op(*s.health, describe("gather", count, dtype, "root=" + std::to_string(root)),
               s.timeout, [&] {

@@ -135,7 +135,8 @@ class ShmCollectives {
   /// As all_gather with rank r contributing bytes[r] bytes, placed one after the other in `out`;
   /// `in` may be this rank's place in `out`.
   void all_gatherv(const void* in, void* out, const std::vector<std::size_t>& bytes);
-  /// As all_gather, but only `root` receives (into `out`; `in` may overlap it there).
+  /// As all_gather, but only `root` receives (into `out`; the root's `in` may be its own part of
+  /// `out`, and must not overlap `out` otherwise: ProcessGroup::gather stages such an input).
   void gather(const void* in, void* out, std::size_t bytes, int root);
   /// Returns once every rank has called it.
   void barrier();

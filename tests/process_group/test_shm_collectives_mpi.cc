@@ -4,6 +4,7 @@
 // default; these tests pin what is specific to it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdlib>
@@ -92,6 +93,66 @@ TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
   }
   EXPECT_EQ(group->uses_shared_memory(), n > 1);
   group->destroy();
+}
+
+// The root's input may overlap its output (ProcessGroup::gather's contract): a few bytes below
+// its own place, an earlier rank's place, exactly its own place. The shared-memory paths write
+// the others' parts while the root's input is still being read, so such an input is staged; this
+// failed on the single-copy path (an earlier rank's part read over the input; the streamed copy
+// of 4 MiB and more running forward over its own source) and on the slots (a later chunk of the
+// input overwritten before it was copied).
+TEST_F(ShmCollectivesTest, GatherTakesARootInputThatOverlapsItsOutput) {
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  const int n = world_size();
+  setenv("GROUPCOORD_CPU_SINGLE_COPY", "0", 1);
+  auto slots = whole_group(*world(), "gather-overlap-slots");
+  setenv("GROUPCOORD_CPU_SHM", "0", 1);
+  auto gloo = whole_group(*world(), "gather-overlap-gloo");
+  unsetenv("GROUPCOORD_CPU_SHM");
+  unsetenv("GROUPCOORD_CPU_SINGLE_COPY");
+  auto direct = whole_group(*world(), "gather-overlap-direct");
+  EXPECT_TRUE(direct->uses_single_copy()) << "cross-memory attach refused on this machine?";
+  EXPECT_FALSE(gloo->uses_shared_memory());
+  constexpr std::size_t kStreamed = (std::size_t{4} << 20) / 4 + 16;  // 4 MiB and 64 B
+  constexpr std::size_t kChunks = (std::size_t{600} << 10) / 4 + 3;    // 3 slot chunks
+  struct Case {
+    int root;
+    std::ptrdiff_t shift;  ///< the root's input starts this many elements after out[root * count]
+    const char* what;
+  };
+  for (ProcessGroup* g : {direct.get(), slots.get(), gloo.get()}) {
+    for (std::size_t count : {kStreamed, kChunks}) {
+      const auto c = static_cast<std::ptrdiff_t>(count);
+      for (const Case& k : {Case{0, -2, "8 bytes below its own place"},
+                            Case{n - 1, -(n - 1) * c, "rank 0's place"},
+                            Case{n - 1, 0, "exactly its own place"}}) {
+        const std::size_t pad = 64;
+        std::vector<std::int32_t> buffer(pad + n * count + pad, -7);
+        std::int32_t* out = buffer.data() + pad;
+        std::vector<std::int32_t> own(count);
+        for (std::size_t i = 0; i < count; ++i) own[i] = rank() * 1000003 + static_cast<int>(i);
+        const std::int32_t* in = own.data();
+        if (rank() == k.root) {
+          std::int32_t* placed = out + k.root * c + k.shift;
+          std::copy(own.begin(), own.end(), placed);
+          in = placed;
+        }
+        g->gather(in, rank() == k.root ? out : nullptr, count, DType::Int32, k.root);
+        if (rank() != k.root) continue;
+        std::size_t wrong = 0;
+        for (int r = 0; r < n; ++r) {
+          for (std::size_t i = 0; i < count; ++i) {
+            wrong += out[r * count + i] != r * 1000003 + static_cast<int>(i);
+          }
+        }
+        EXPECT_EQ(wrong, 0u) << g->name() << ": root " << k.root << "'s input at " << k.what
+                             << ", " << count * 4 << " bytes per rank";
+      }
+    }
+  }
+  slots->destroy();
+  gloo->destroy();
+  direct->destroy();
 }
 
 TEST_F(ShmCollectivesTest, LargeMessagesAreTheSameThroughSingleCopyAndThroughTheSlots) {
