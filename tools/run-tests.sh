@@ -31,9 +31,9 @@ if [ $# -eq 0 ] && [ "$GROUPCOORD_PRESET" = default ]; then
   "$GROUPCOORD_ROOT/tools/two-hosts-test.sh" "$build_dir" || status=1
   "$GROUPCOORD_ROOT/tools/valgrind-check.sh" || status=1
   "$GROUPCOORD_ROOT/tools/run-fuzz.sh" 20 || status=1
-  # The fuzz build is clang with ASan+UBSan: the store, ring, futex-wait, queue-control and fault
-  # tests run on it too.
-  ASAN_TESTS="test_store test_shm_ring test_wake_word test_queue_control test_faults"
+  # The fuzz build is clang with ASan+UBSan: the store, ring, futex-wait, queue-control, fault and
+  # core (tensor, allocator, copies) tests run on it too.
+  ASAN_TESTS="test_store test_shm_ring test_wake_word test_queue_control test_faults test_core"
   gc_log "ASan+UBSan (clang, build-fuzz/): $ASAN_TESTS"
   # shellcheck disable=SC2086  # a list of targets
   cmake --build "$GROUPCOORD_ROOT/build-fuzz" -j "$(nproc)" --target $ASAN_TESTS >/dev/null ||

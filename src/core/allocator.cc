@@ -11,6 +11,24 @@
 #include <unordered_map>
 #include <vector>
 
+// Under AddressSanitizer the slack around a small block (small_block below) is poisoned,
+// so that a write past the block's size class is reported as it was with aligned_alloc.
+#if defined(__SANITIZE_ADDRESS__)
+#define GROUPCOORD_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GROUPCOORD_ASAN 1
+#endif
+#endif
+#ifdef GROUPCOORD_ASAN
+#include <sanitizer/asan_interface.h>
+#define GC_POISON(address, size) ASAN_POISON_MEMORY_REGION(address, size)
+#define GC_UNPOISON(address, size) ASAN_UNPOISON_MEMORY_REGION(address, size)
+#else
+#define GC_POISON(address, size) ((void)(address), (void)(size))
+#define GC_UNPOISON(address, size) ((void)(address), (void)(size))
+#endif
+
 namespace groupcoord {
 namespace {
 
@@ -50,12 +68,15 @@ void* small_block(std::size_t bytes) {
   const auto address = reinterpret_cast<std::uintptr_t>(raw);
   unsigned char* block = raw + (kAlign - address % kAlign);
   block[-1] = static_cast<unsigned char>(block - raw);
+  GC_POISON(raw, static_cast<std::size_t>(block - raw));  // the slide, its byte included
+  GC_POISON(block + bytes, static_cast<std::size_t>(raw + bytes + kAlign - (block + bytes)));
   return block;
 }
 
 void free_small_block(void* ptr) {
   auto* block = static_cast<unsigned char*>(ptr);
-  std::free(block - block[-1]);
+  GC_UNPOISON(block - 1, 1);
+  std::free(block - block[-1]);  // malloc unpoisons the chunk when it hands it out again
 }
 
 /// A new block. One of a huge page or more is a mapping of its own that starts on a huge-page

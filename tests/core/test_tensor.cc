@@ -355,6 +355,42 @@ TEST_F(AllocatorTest, CpuAllocatorSmallBlocksAreAlignedWritableAndFreedInAnyOrde
   EXPECT_EQ(allocator.cached_bytes(), 0u);  // none of them is large enough to be cached
 }
 
+#if defined(__SANITIZE_ADDRESS__)
+#define GROUPCOORD_TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define GROUPCOORD_TEST_ASAN 1
+#endif
+#endif
+
+// Under AddressSanitizer a write just past a small block's size class is reported, as it was when
+// the block came from aligned_alloc: the malloc'ed slack around it is poisoned.
+TEST_F(AllocatorTest, CpuAllocatorSmallBlockOverflowIsReportedUnderAsan) {
+#ifndef GROUPCOORD_TEST_ASAN
+  GTEST_SKIP() << "needs AddressSanitizer (the asan preset, or run-tests.sh's ASan step)";
+#else
+  ::testing::FLAGS_gtest_death_test_style = "threadsafe";
+  for (std::size_t n : {std::size_t{1}, std::size_t{100}, std::size_t{4096}}) {
+    EXPECT_DEATH(
+        {
+          CpuAllocator allocator;
+          auto* p = static_cast<volatile unsigned char*>(allocator.allocate(n, Device::cpu()));
+          p[CpuAllocator::block_bytes(n)] = 1;
+        },
+        "AddressSanitizer")
+        << n << " bytes";
+    EXPECT_DEATH(
+        {
+          CpuAllocator allocator;
+          auto* p = static_cast<volatile unsigned char*>(allocator.allocate(n, Device::cpu()));
+          p[-2] = 1;
+        },
+        "AddressSanitizer")
+        << n << " bytes, before the block";
+  }
+#endif
+}
+
 TEST_F(AllocatorTest, CpuAllocatorCachesLargeBlocksBySizeClass) {
   CpuAllocator allocator(std::size_t{4} << 20);
   const std::size_t big = std::size_t{256} << 10;
