@@ -11,23 +11,7 @@
 #include <unordered_map>
 #include <vector>
 
-// Under AddressSanitizer the slack around a small block (small_block below) is poisoned,
-// so that a write past the block's size class is reported as it was with aligned_alloc.
-#if defined(__SANITIZE_ADDRESS__)
-#define GROUPCOORD_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GROUPCOORD_ASAN 1
-#endif
-#endif
-#ifdef GROUPCOORD_ASAN
-#include <sanitizer/asan_interface.h>
-#define GC_POISON(address, size) ASAN_POISON_MEMORY_REGION(address, size)
-#define GC_UNPOISON(address, size) ASAN_UNPOISON_MEMORY_REGION(address, size)
-#else
-#define GC_POISON(address, size) ((void)(address), (void)(size))
-#define GC_UNPOISON(address, size) ((void)(address), (void)(size))
-#endif
+#include "core/address_sanitizer.h"
 
 namespace groupcoord {
 namespace {
@@ -59,6 +43,8 @@ constexpr std::size_t kHugePage = std::size_t{2} << 20;
 /// glibc's aligned_alloc takes its slow path for every alignment above 16 (no per-thread cache,
 /// a chunk split and a free of the rest): 54-120 ns per allocation and free on the development VM
 /// against 12-41 ns this way (docs/benchmarks/cpu_collectives.md, session 14).
+/// Under AddressSanitizer the slack on both sides is poisoned, so that a write past the block's
+/// size class is reported as it was with aligned_alloc.
 void* small_block(std::size_t bytes) {
   constexpr std::size_t kAlign = CpuAllocator::kAlignment;
   auto* raw = static_cast<unsigned char*>(std::malloc(bytes + kAlign));

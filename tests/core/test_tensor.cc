@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/address_sanitizer.h"
 #include "groupcoord/allocator.h"
 
 // This test binary counts the heap allocations of its threads while a HeapAllocationCount lives
@@ -355,18 +356,10 @@ TEST_F(AllocatorTest, CpuAllocatorSmallBlocksAreAlignedWritableAndFreedInAnyOrde
   EXPECT_EQ(allocator.cached_bytes(), 0u);  // none of them is large enough to be cached
 }
 
-#if defined(__SANITIZE_ADDRESS__)
-#define GROUPCOORD_TEST_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define GROUPCOORD_TEST_ASAN 1
-#endif
-#endif
-
 // Under AddressSanitizer a write just past a small block's size class is reported, as it was when
 // the block came from aligned_alloc: the malloc'ed slack around it is poisoned.
 TEST_F(AllocatorTest, CpuAllocatorSmallBlockOverflowIsReportedUnderAsan) {
-#ifndef GROUPCOORD_TEST_ASAN
+#ifndef GROUPCOORD_ASAN
   GTEST_SKIP() << "needs AddressSanitizer (the asan preset, or run-tests.sh's ASan step)";
 #else
   ::testing::FLAGS_gtest_death_test_style = "threadsafe";
