@@ -31,7 +31,8 @@
 // every rank say on stderr which op and size it is about to time. --profile
 // raw|nccl|comm|comm-alloc (1 rank) skips the table and runs only that path's all_reduce of 4 KiB
 // bf16 (comm: with out=) for --profile-seconds (default 5), for a sampling profiler to compare
-// the paths.
+// the paths. --warmup-s S (1 rank, default 3): raw and comm calls alternate for S seconds before
+// anything is timed (0: none).
 // A short breakdown first prints what single CUDA runtime calls on the path cost here. At 1 rank
 // the table is followed by sustained calls (20,000 per round and path, so that each path's own
 // watchdog passes fall into its own time, which rounds of 200 calls hide) and a last section times
@@ -80,6 +81,7 @@ struct Options {
   bool trace = false;  ///< each rank says on stderr what it is about to time
   std::string profile;  ///< raw, comm or nccl: loop that path only (for a profiler)
   double profile_seconds = 5;
+  double warmup_s = 3;  ///< 1 rank: raw and comm calls alternating before anything is timed
 };
 
 Options parse(int argc, char** argv) {
@@ -103,11 +105,13 @@ Options parse(int argc, char** argv) {
       o.profile = argv[++i];
     } else if (a == "--profile-seconds" && has_value) {
       o.profile_seconds = std::atof(argv[++i]);
+    } else if (a == "--warmup-s" && has_value) {
+      o.warmup_s = std::atof(argv[++i]);
     } else {
       std::fprintf(stderr,
                    "usage: bench_host_overhead [--json PATH] [--rounds N] [--calls N] [--symm] "
                    "[--timeout-s S] [--trace] [--profile raw|nccl|comm|comm-alloc] "
-                   "[--profile-seconds S]\n");
+                   "[--profile-seconds S] [--warmup-s S]\n");
       std::exit(2);
     }
   }
@@ -346,6 +350,26 @@ void profile_path(const Options& o, const Body& body, cudaStream_t stream) {
               us / blocks);
 }
 
+/// --warmup-s (1 rank): blocks of raw and comm all_reduce(out) calls alternating for that long
+/// before anything is timed. A machine fresh from its start ran the first seconds' rows up to 1.4x
+/// slower on every path (raw included) and then settled (session 16); the first and last blocks'
+/// raw figures are printed so that such a change shows.
+void warm_up(double seconds, const Body& raw, const Body& comm, cudaStream_t stream) {
+  const auto stop = Clock::now() + std::chrono::duration<double>(seconds);
+  std::vector<double> raw_us;
+  while (Clock::now() < stop) {
+    raw_us.push_back(time_blocks(raw, 1, stream));
+    time_blocks(comm, 1, stream);
+  }
+  if (raw_us.empty()) return;
+  const std::size_t tenth = std::max<std::size_t>(1, raw_us.size() / 10);
+  const std::vector<double> first(raw_us.begin(), raw_us.begin() + tenth);
+  const std::vector<double> last(raw_us.end() - tenth, raw_us.end());
+  std::printf("warm-up: %.1f s of raw and comm all_reduce(out) 4 KiB bf16 alternating; raw µs per "
+              "call, median of the first tenth %.2f, of the last %.2f\n",
+              seconds, median(first), median(last));
+}
+
 /// Sustained calls (1 rank): the table's rounds of 200 calls hide what the watchdog's passes (every
 /// 10 ms while work is in flight) cost, because a pass mostly falls into another column's round.
 /// Here each path runs 20,000 calls per round, so its own watchdog passes land in its own time.
@@ -510,6 +534,13 @@ int main(int argc, char** argv) {
                    stream);
     }
     const bool print = rank == 0 && o.profile.empty();
+    if (print && n == 1 && o.warmup_s > 0) {
+      Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
+      Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
+      cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+      warm_up(o.warmup_s, all_reduce_path("raw", *comm, api, raw, *tracked, device, stream, x, out),
+              all_reduce_path("comm", *comm, api, raw, *tracked, device, stream, x, out), stream);
+    }
     if (print) {
       std::printf("bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
                   "calls, host µs per call (median)\n",

@@ -24,6 +24,7 @@
 #                 the default list
 #   pip           pip install ./python through scikit-build-core (CPU only), then an import
 # e.g. GC_STEPS="pytest pytest-torch" python/gpu/run-gpu-checks.sh
+# GC_HOST_BENCH_RANKS="1" (default "1 2"): the rank counts of the bench-host step.
 set -uo pipefail
 GC_STEPS="${GC_STEPS:-debug pytest pytest-torch pytest-cupy pytest-graphs pytest-symm torch bench bench-host pip}"
 wanted() { [[ " $GC_STEPS " == *" $1 "* ]]; }
@@ -152,11 +153,16 @@ if wanted bench; then
 fi
 if wanted bench-host; then
   HOST_BENCH="$ROOT/benchmarks/bench_host_overhead.py"
-  step bench-host-py-np1 300 "${MPI[@]}" -np 1 "$PY" "$HOST_BENCH" --json "$LOGS/host-py-np1.json"
+  # GC_HOST_BENCH_RANKS="1" runs only the 1-rank table (the 2-rank one takes minutes).
+  if [[ " ${GC_HOST_BENCH_RANKS:-1 2} " == *" 1 "* ]]; then
+    step bench-host-py-np1 300 "${MPI[@]}" -np 1 "$PY" "$HOST_BENCH" --json "$LOGS/host-py-np1.json"
+  fi
   # Two ranks time-slice one GPU: each collective then takes milliseconds of GPU time (every
   # call waits for the other process's time slice), so fewer calls per round.
-  step bench-host-py-np2 300 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$HOST_BENCH" \
-    --rounds 5 --calls 50 --json "$LOGS/host-py-np2.json"
+  if [[ " ${GC_HOST_BENCH_RANKS:-1 2} " == *" 2 "* ]]; then
+    step bench-host-py-np2 300 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$HOST_BENCH" \
+      --rounds 5 --calls 50 --json "$LOGS/host-py-np2.json"
+  fi
 fi
 if wanted bench-collectives; then
   # One rank per GPU with every size and an NCCL_SYM_CTAS sweep (issue: multi-GPU run); on a

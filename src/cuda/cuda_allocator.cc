@@ -43,7 +43,7 @@ std::size_t round_up(std::size_t nbytes) {
 }
 
 // Whether `stream` is capturing; a stream CUDA cannot answer for counts as capturing, so that
-// its blocks stay out of the cache. Never throws (deallocate must not).
+// no cudaFreeAsync is enqueued on it. Never throws (deallocate must not).
 bool capturing_or_unknown(cudaStream_t stream) noexcept {
   cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
   if (cuda::query_capture(stream, &status) != cudaSuccess) {
@@ -170,11 +170,17 @@ void CudaAsyncAllocator::deallocate(void* ptr, std::size_t nbytes, Device device
   State::Block block{};
   bool known = false;
   {
-    // One lock for the lookup and the cache (the capture query under it is short).
     std::lock_guard<std::mutex> lock(state_->mutex);
     known = state_->take_live(ptr, &block);
-    if (known && !block.captured && !capturing_or_unknown(block.key.stream) &&
-        state_->cached_bytes + block.key.bytes <= max_cached_bytes_) {
+    // An eager block goes back into its stream's cache without a CUDA call, even while that
+    // stream is being captured: reuse is ordered on the stream, and allocations during a capture
+    // never read the cache (so the block is next handed out after the capture, as torch's
+    // allocator does). Only past the bound does the capture matter, since cudaFreeAsync would
+    // become a node of the graph being captured: the block then stays cached beyond the bound
+    // (release_cached() gives it back).
+    if (known && !block.captured &&
+        (state_->cached_bytes + block.key.bytes <= max_cached_bytes_ ||
+         capturing_or_unknown(block.key.stream))) {
       state_->cache[block.key].push_back(ptr);
       state_->cached_bytes += block.key.bytes;
       return;

@@ -238,6 +238,38 @@ TEST_F(CudaLayerGpu, AllocatorReusesABlockOnlyOnItsStreamAndNeverDuringCapture) 
   cudaStreamDestroy(b);
 }
 
+TEST_F(CudaLayerGpu, AllocatorCachesAnEagerBlockFreedDuringACaptureAndReusesItAfter) {
+  // A result made before a capture and dropped inside it (a C++ engine reassigning a tensor in
+  // its captured region): no CUDA call during the capture, the block back in its stream's cache,
+  // handed out again only once the capture has ended.
+  CudaAsyncAllocator allocator(/*max_cached_bytes=*/4096);
+  cudaStream_t a = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  CudaStreamGuard guard(device_, a);
+  void* eager = allocator.allocate(4096, device_);
+  void* second = allocator.allocate(4096, device_);
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal), cudaSuccess);
+  allocator.deallocate(eager, 4096, device_);
+  EXPECT_EQ(allocator.cached_bytes(), 4096u) << "cached during the capture";
+  allocator.deallocate(second, 4096, device_);
+  EXPECT_EQ(allocator.cached_bytes(), 2 * 4096u)
+      << "past the bound during a capture: kept, not freed into the graph";
+  void* during = allocator.allocate(4096, device_);
+  EXPECT_NE(during, eager);
+  EXPECT_NE(during, second);
+  allocator.deallocate(during, 4096, device_);  // a graph allocation: freed into the graph
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess) << "the capture stayed valid";
+  cudaGraphDestroy(graph);
+  void* after = allocator.allocate(4096, device_);
+  EXPECT_TRUE(after == eager || after == second) << "the cached block, after the capture";
+  allocator.deallocate(after, 4096, device_);
+  EXPECT_EQ(allocator.release_cached(), 4096u)
+      << "no capture now: the block past the bound went back to the pool, one stayed cached";
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  cudaStreamDestroy(a);
+}
+
 TEST_F(CudaLayerGpu, AllocatorCachesNoMoreThanItsBound) {
   CudaAsyncAllocator allocator(/*max_cached_bytes=*/8192);
   std::vector<void*> blocks;
