@@ -62,6 +62,19 @@ void check_device(Device device, const char* op) {
   GC_CHECK(device.is_cpu() || device.index >= 0, op, ": invalid device index ", device.index);
 }
 
+/// What both from_blob overloads check (after the shape): a data pointer for a non-empty tensor,
+/// the device and the dtype; then the owner that runs `deleter` (none without one).
+std::shared_ptr<void> blob_owner(void* ptr, std::int64_t numel, const Shape& shape, DType dtype,
+                                 Device device, std::function<void(void*)> deleter) {
+  const char* op = "Tensor::from_blob";
+  GC_CHECK(ptr != nullptr || numel == 0, op, ": null data pointer for shape ",
+           detail::shape_str(shape));
+  check_device(device, op);
+  dtype_size(dtype);  // rejects an out-of-range DType value before anything is owned
+  if (!deleter) return nullptr;
+  return std::shared_ptr<void>(ptr, BlobDeleter{std::move(deleter)});
+}
+
 }  // namespace
 
 Tensor::Tensor(std::shared_ptr<void> owner, void* base, Shape shape, Shape strides,
@@ -134,8 +147,11 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, Device device) {
 
 Tensor Tensor::from_blob(void* ptr, const Shape& shape, DType dtype, Device device,
                          std::function<void(void*)> deleter) {
-  detail::checked_numel(shape, "Tensor::from_blob");
-  return from_blob(ptr, shape, detail::compact_strides(shape), dtype, device, std::move(deleter));
+  const std::int64_t numel = detail::checked_numel(shape, "Tensor::from_blob");
+  std::shared_ptr<void> owner = blob_owner(ptr, numel, shape, dtype, device, std::move(deleter));
+  // The layout from the thread's recent ones, as results get: the Python binding wraps each
+  // compact input and out= array this way on every call.
+  return Tensor(std::move(owner), ptr, compact_layout(shape), 0, dtype, device);
 }
 
 Tensor Tensor::from_blob(void* ptr, const Shape& shape, const Shape& strides, DType dtype,
@@ -148,12 +164,7 @@ Tensor Tensor::from_blob(void* ptr, const Shape& shape, const Shape& strides, DT
   for (std::int64_t stride : strides) {
     GC_CHECK(stride >= 0, op, ": negative stride ", stride, " in ", detail::shape_str(strides));
   }
-  GC_CHECK(ptr != nullptr || numel == 0, op, ": null data pointer for shape ",
-           detail::shape_str(shape));
-  check_device(device, op);
-  dtype_size(dtype);  // rejects an out-of-range DType value before anything is owned
-  std::shared_ptr<void> owner;
-  if (deleter) owner = std::shared_ptr<void>(ptr, BlobDeleter{std::move(deleter)});
+  std::shared_ptr<void> owner = blob_owner(ptr, numel, shape, dtype, device, std::move(deleter));
   return Tensor(std::move(owner), ptr, shape, strides, 0, dtype, device);
 }
 
