@@ -16,8 +16,12 @@
 // the pause, stamps the message with the steady clock (CLOCK_MONOTONIC, one clock for every
 // process of the machine) and broadcasts it; a reader's latency is its receive time minus the
 // stamp. p50 and p99 are over the messages of every reader; the row shows the slowest reader's.
-// The floor: a raw futex wake-up between two threads of rank 0 after each pause (what any
-// sleeping wait pays on this machine). Idle: every reader waits --idle-s seconds for one message
+// The floors: a raw futex wake-up between two threads of rank 0 after each pause (what any
+// sleeping wait pays on this machine), rank 0 waking rank 1 over a shared word, and rank 1
+// polling that word (a reader already awake). Columns "wr mq" / "wr shm": the writer's own
+// broadcast_object call (its stamp to its return), and "a cold core": rank 0 reading 256 KiB right
+// after each pause: together they show how much of a reader's latency after a long pause is the
+// writer's call running on a core whose caches the pause emptied. Idle: every reader waits --idle-s seconds for one message
 // and reports the CPU time its waiting thread used (getrusage(RUSAGE_THREAD)) as a share of a core;
 // the same readers then spin on sched_yield for as long, the reference. all_reduce after a pause:
 // rank 0 sleeps the pause and calls all_reduce (4 B, 1 KiB float32) over a CPU group on shared
@@ -132,9 +136,10 @@ std::vector<double> max_over_ranks(gc::GroupCoordinator& control, const std::vec
   return out;
 }
 
-/// p50 and p99 (µs) of one reader's latencies for `messages` messages on `path`, and the
-/// reader's CPU time over the run as a share of a core (%): what its waits cost while the writer
-/// keeps its pace. The writer's own figures are zeros.
+/// p50 and p99 (µs) of one reader's latencies for `messages` messages on `path`, the reader's CPU
+/// time over the run as a share of a core (%): what its waits cost while the writer keeps its
+/// pace, and the p50 of the writer's own broadcast_object call (µs: from its stamp to its return;
+/// after a long pause the writer's core runs it with cold caches). Zeros where a rank has none.
 std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, long pause_us,
                               int messages) {
   const bool writer = path.rank_in_group() == 0;
@@ -148,6 +153,7 @@ std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, lon
       const std::int64_t stamp = now_ns();
       std::memcpy(payload.data(), &stamp, sizeof(stamp));
       path.broadcast_object(payload, 0);
+      latencies.push_back(static_cast<double>(now_ns() - stamp) / 1e3);
     } else {
       const gc::Bytes got = path.broadcast_object(std::nullopt, 0);
       const std::int64_t received = now_ns();
@@ -157,8 +163,27 @@ std::vector<double> paced_run(gc::GroupCoordinator& path, std::size_t bytes, lon
     }
   }
   const double wall = static_cast<double>(now_ns() - wall_start) / 1e9;
-  const double cpu = writer ? 0.0 : 100.0 * (thread_cpu_seconds() - cpu_start) / wall;
-  return {percentile(latencies, 0.5), percentile(latencies, 0.99), cpu};
+  if (writer) return {0, 0, 0, percentile(latencies, 0.5)};
+  const double cpu = 100.0 * (thread_cpu_seconds() - cpu_start) / wall;
+  return {percentile(latencies, 0.5), percentile(latencies, 0.99), cpu, 0};
+}
+
+/// p50 (µs) over `messages` rounds of reading one byte per cache line of a 256 KiB buffer (read
+/// before, so warm back to back) right after sleeping `pause_us`: how cold the core's caches come
+/// back from a pause. On the VM a long pause empties them, and whatever a writer does first after
+/// it (its broadcast_object included) runs at that pace.
+double cold_core_read_p50(long pause_us, int messages) {
+  static std::vector<char> buffer(256 << 10, 1);
+  std::vector<double> us;
+  long sum = 0;
+  for (int m = 0; m < messages; ++m) {
+    if (pause_us > 0) std::this_thread::sleep_for(std::chrono::microseconds(pause_us));
+    const std::int64_t start = now_ns();
+    for (std::size_t i = 0; i < buffer.size(); i += 64) sum += buffer[i];
+    us.push_back(static_cast<double>(now_ns() - start) / 1e3);
+  }
+  if (sum == 0) std::printf("#\n");  // keeps the reads
+  return percentile(us, 0.5);
 }
 
 /// The floor under every sleeping wait: p50 (µs) of a raw futex wake-up between two threads of
@@ -190,8 +215,12 @@ double raw_futex_wake_p50(long pause_us, int messages) {
 /// The floor as the readers meet it: p50 (µs) of a raw futex wake-up of rank 1 by rank 0 over a
 /// shared-memory word, the two processes placed as the launcher placed them (mpirun binds each to
 /// its own core, so the sleeper's core is idle and must be woken, which on a VM is the
-/// hypervisor waking a halted vCPU). Rank 1's figure; the other ranks return 0.
-double cross_process_futex_wake_p50(gc::GroupCoordinator& control, long pause_us, int messages) {
+/// hypervisor waking a halted vCPU). With `poll`, rank 1 polls the word instead of sleeping: the
+/// floor of a reader that is already awake when the message comes (what a paced wait aims at),
+/// rank 0's own return from its pause and the store's way to the other core. Rank 1's figure;
+/// the other ranks return 0.
+double cross_process_wake_p50(gc::GroupCoordinator& control, long pause_us, int messages,
+                              bool poll) {
   struct Word {
     std::atomic<std::uint32_t> sequence;
     std::atomic<std::int64_t> stamp;
@@ -226,7 +255,7 @@ double cross_process_futex_wake_p50(gc::GroupCoordinator& control, long pause_us
       ::syscall(SYS_futex, futex_word, FUTEX_WAKE, 1, nullptr, nullptr, 0);
     } else if (rank == 1) {
       while (word->sequence.load(std::memory_order_acquire) < m) {
-        ::syscall(SYS_futex, futex_word, FUTEX_WAIT, m - 1, nullptr, nullptr, 0);
+        if (!poll) ::syscall(SYS_futex, futex_word, FUTEX_WAIT, m - 1, nullptr, nullptr, 0);
       }
       latencies.push_back(static_cast<double>(now_ns() - word->stamp.load()) / 1e3);
     }
@@ -315,9 +344,12 @@ int main(int argc, char** argv) {
       std::printf(
           "# cpu%%: the busiest reader thread's CPU time over the row, as a share of a core (not "
           "counting Gloo's own I/O threads)\n");
-      std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s\n", "size",
-                  "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%", "gloo p50",
-                  "gloo p99", "cpu%", "gloo/mq", "shm/mq");
+      std::printf(
+          "# wr mq / wr shm: p50 of the writer's own broadcast_object call (from its stamp to its "
+          "return), us\n");
+      std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s | %6s %6s\n",
+                  "size", "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%",
+                  "gloo p50", "gloo p99", "cpu%", "gloo/mq", "shm/mq", "wr mq", "wr shm");
     }
     std::ostringstream json;
     json << "{\"ranks\": " << n << ", \"paced\": [";
@@ -338,43 +370,60 @@ int main(int argc, char** argv) {
         if (root) {
           std::printf(
               "%8zu %9ld | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %8.1f "
-              "%8.1f\n",
-              bytes, pause, row[0], row[1], row[2], row[3], row[4], row[5], row[6], row[7], row[8],
-              row[6] / row[0], row[3] / row[0]);
+              "%8.1f | %6.1f %6.1f\n",
+              bytes, pause, row[0], row[1], row[2], row[4], row[5], row[6], row[8], row[9],
+              row[10], row[8] / row[0], row[4] / row[0], row[3], row[7]);
           std::fflush(stdout);
         }
         json << (first ? "" : ", ") << "{\"bytes\": " << bytes << ", \"pause_us\": " << pause
              << ", \"mq_p50\": " << row[0] << ", \"mq_p99\": " << row[1]
-             << ", \"mq_cpu_percent\": " << row[2] << ", \"shm_p50\": " << row[3]
-             << ", \"shm_p99\": " << row[4] << ", \"shm_cpu_percent\": " << row[5]
-             << ", \"gloo_p50\": " << row[6] << ", \"gloo_p99\": " << row[7]
-             << ", \"gloo_cpu_percent\": " << row[8] << "}";
+             << ", \"mq_cpu_percent\": " << row[2] << ", \"mq_writer_call_p50\": " << row[3]
+             << ", \"shm_p50\": " << row[4] << ", \"shm_p99\": " << row[5]
+             << ", \"shm_cpu_percent\": " << row[6] << ", \"shm_writer_call_p50\": " << row[7]
+             << ", \"gloo_p50\": " << row[8] << ", \"gloo_p99\": " << row[9]
+             << ", \"gloo_cpu_percent\": " << row[10] << "}";
         first = false;
       }
     }
     json << "]";
-    // Two floors: threads of rank 0 (one core: no cross-core wake-up) and rank 0 waking rank 1
-    // (the readers' case).
-    std::vector<double> thread_floor, process_floor;
+    // Three floors: threads of rank 0 (one core: no cross-core wake-up), rank 0 waking rank 1
+    // (the readers' case), and rank 1 polling (a reader already awake).
+    std::vector<double> thread_floor, process_floor, poll_floor, cold_read;
+    const int floor_messages = std::min(o.messages, 100);
     for (long pause : o.pauses_us) {
       if (pause == 0) continue;
       control.barrier();
-      if (root) thread_floor.push_back(raw_futex_wake_p50(pause, std::min(o.messages, 100)));
+      if (root) thread_floor.push_back(raw_futex_wake_p50(pause, floor_messages));
+      if (root) cold_read.push_back(cold_core_read_p50(pause, floor_messages));
       control.barrier();
       process_floor.push_back(max_over_ranks(
-          control, {cross_process_futex_wake_p50(control, pause, std::min(o.messages, 100))})[0]);
+          control, {cross_process_wake_p50(control, pause, floor_messages, false)})[0]);
+      poll_floor.push_back(max_over_ranks(
+          control, {cross_process_wake_p50(control, pause, floor_messages, true)})[0]);
     }
     if (root) {
       json << ", \"raw_futex_p50\": {";
       std::printf(
           "# floor: raw futex wake-up after the pause, p50 us (threads of rank 0 | rank 0 "
-          "waking rank 1):");
+          "waking rank 1 | rank 1 polling):");
       std::size_t k = 0;
       for (long pause : o.pauses_us) {
         if (pause == 0) continue;
-        std::printf(" %ld: %.1f | %.1f", pause, thread_floor[k], process_floor[k]);
+        std::printf(" %ld: %.1f | %.1f | %.1f", pause, thread_floor[k], process_floor[k],
+                    poll_floor[k]);
         json << (k ? ", " : "") << "\"" << pause << "\": {\"threads\": " << thread_floor[k]
-             << ", \"processes\": " << process_floor[k] << "}";
+             << ", \"processes\": " << process_floor[k] << ", \"polling\": " << poll_floor[k]
+             << "}";
+        ++k;
+      }
+      json << "}, \"cold_read_256k_p50\": {";
+      std::printf("\n# a cold core: reading 256 KiB (one byte per line) right after the pause, "
+                  "p50 us (back to back: %.1f):", cold_core_read_p50(0, floor_messages));
+      k = 0;
+      for (long pause : o.pauses_us) {
+        if (pause == 0) continue;
+        std::printf(" %ld: %.1f", pause, cold_read[k]);
+        json << (k ? ", " : "") << "\"" << pause << "\": " << cold_read[k];
         ++k;
       }
       json << "}";
