@@ -381,7 +381,8 @@ int main(int argc, char** argv) {
              << ", \"shm_p50\": " << row[4] << ", \"shm_p99\": " << row[5]
              << ", \"shm_cpu_percent\": " << row[6] << ", \"shm_writer_call_p50\": " << row[7]
              << ", \"gloo_p50\": " << row[8] << ", \"gloo_p99\": " << row[9]
-             << ", \"gloo_cpu_percent\": " << row[10] << "}";
+             << ", \"gloo_cpu_percent\": " << row[10] << ", \"gloo_writer_call_p50\": " << row[11]
+             << "}";
         first = false;
       }
     }

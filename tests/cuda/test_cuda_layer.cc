@@ -239,9 +239,10 @@ TEST_F(CudaLayerGpu, AllocatorReusesABlockOnlyOnItsStreamAndNeverDuringCapture) 
 }
 
 TEST_F(CudaLayerGpu, AllocatorCachesAnEagerBlockFreedDuringACaptureAndReusesItAfter) {
-  // A result made before a capture and dropped inside it (a C++ engine reassigning a tensor in
-  // its captured region): no CUDA call during the capture, the block back in its stream's cache,
-  // handed out again only once the capture has ended.
+  // Results made before a capture and dropped inside it, which the graph does not read (a graph
+  // that reads an eager tensor needs it alive for its replays, as with torch): no CUDA call
+  // during the capture, the blocks back in their stream's cache, handed out again only once the
+  // capture has ended.
   CudaAsyncAllocator allocator(/*max_cached_bytes=*/4096);
   cudaStream_t a = nullptr;
   ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
@@ -249,6 +250,18 @@ TEST_F(CudaLayerGpu, AllocatorCachesAnEagerBlockFreedDuringACaptureAndReusesItAf
   void* eager = allocator.allocate(4096, device_);
   void* second = allocator.allocate(4096, device_);
   ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal), cudaSuccess);
+  struct EndCaptureOnFailure {  // a failed expectation must not leave the stream capturing
+    cudaStream_t stream;
+    ~EndCaptureOnFailure() {
+      cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
+      if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
+          status != cudaStreamCaptureStatusNone) {
+        cudaGraph_t graph = nullptr;
+        if (cudaStreamEndCapture(stream, &graph) == cudaSuccess) cudaGraphDestroy(graph);
+      }
+      (void)cudaGetLastError();
+    }
+  } end_capture{a};
   allocator.deallocate(eager, 4096, device_);
   EXPECT_EQ(allocator.cached_bytes(), 4096u) << "cached during the capture";
   allocator.deallocate(second, 4096, device_);

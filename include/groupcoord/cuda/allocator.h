@@ -26,11 +26,14 @@ namespace groupcoord {
 /// since cannot matter) by release_cached(), when the cache would exceed max_cached_bytes(), and
 /// before an allocation that found the device out of memory is retried once.
 ///
-/// Inside a CUDA graph capture nothing comes from or goes to the cache: allocations become
-/// graph allocation nodes (cudaMallocAsync on the capturing stream), and a block freed while its
-/// stream captures is freed with cudaFreeAsync, as before caching existed. A block allocated
-/// during capture and freed after it lives on for the graph's replays; relaunching such a graph
-/// needs cudaGraphInstantiateFlagAutoFreeOnLaunch.
+/// Inside a CUDA graph capture, allocations on the capturing stream never come from the cache:
+/// they become graph allocation nodes (cudaMallocAsync on that stream), and their frees go to
+/// cudaFreeAsync (graph nodes while the capture lasts). A block allocated before the capture and
+/// freed while its stream captures goes back into that stream's cache without a CUDA call (past
+/// the bound it stays cached rather than become a free node of the graph), and is handed out again
+/// after the capture, as torch's allocator does: an eager tensor that a graph reads must outlive
+/// the graph. A block allocated during capture and freed after it lives on for the graph's
+/// replays; relaunching such a graph needs cudaGraphInstantiateFlagAutoFreeOnLaunch.
 ///
 /// Thread-safe. Out of memory throws std::bad_alloc whose what() names the device and size;
 /// other CUDA failures throw DistributedError.
@@ -44,8 +47,9 @@ class CudaAsyncAllocator final : public Allocator {
   ~CudaAsyncAllocator() override;
   /// A block of `nbytes` on `device` (nullptr for 0 bytes).
   void* allocate(std::size_t nbytes, Device device) override;
-  /// Gives a block from allocate() back: to the cache of the stream it was allocated on, or (past
-  /// the bound, or during capture) to the pool, stream-ordered on that stream.
+  /// Gives a block from allocate() back: to the cache of the stream it was allocated on, or
+  /// (past the bound while that stream does not capture, or a block allocated during a capture)
+  /// to the pool, stream-ordered on that stream. Asks CUDA nothing below the bound.
   void deallocate(void* ptr, std::size_t nbytes, Device device) override;
 
   /// Returns every cached block to its device's pool (as torch.cuda.empty_cache). Returns the
