@@ -53,6 +53,8 @@
 #include <memory>
 #include <numeric>
 #include <string>
+#include <tuple>
+#include <utility>
 #include <vector>
 
 #include "cuda/device_guard.h"
@@ -336,6 +338,15 @@ double time_blocks(const Body& body, int blocks, cudaStream_t stream) {
   return busy_us / (200.0 * blocks);
 }
 
+/// The 4 KiB bf16 all_reduce input (zeros) and output of the profile, warm-up, sustained and
+/// graph sections.
+std::pair<Tensor, Tensor> small_all_reduce_operands(gc::Device device, cudaStream_t stream) {
+  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
+  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
+  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+  return {x, out};
+}
+
 /// --profile: one path's all_reduce of 4 KiB bf16, back to back for the given time, so that a
 /// sampling profiler sees that path alone.
 void profile_path(const Options& o, const Body& body, cudaStream_t stream) {
@@ -376,9 +387,8 @@ void warm_up(double seconds, const Body& raw, const Body& comm, cudaStream_t str
 void time_sustained(gc::DeviceCommunicator& comm, const gc::cuda::NcclApi& api, ncclComm_t raw,
                     gc::cuda::NcclComm& tracked, gc::Device device, cudaStream_t stream,
                     std::vector<Row>& rows) {
-  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
-  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
-  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+  Tensor x, out;
+  std::tie(x, out) = small_all_reduce_operands(device, stream);
   const char* paths[] = {"raw", "nccl", "comm", "comm-alloc"};
   std::vector<Body> bodies;
   for (const char* p : paths) {
@@ -426,9 +436,8 @@ void time_graph_replays(const Options& o, gc::DeviceCommunicator& comm,
                         cudaStream_t stream, gc::ProcessGroup& world, std::vector<Row>& rows) {
   constexpr int kCallsPerGraph = 100;
   constexpr int kReplaysPerRound = 50;
-  Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
-  Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
-  cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+  Tensor x, out;
+  std::tie(x, out) = small_all_reduce_operands(device, stream);
   // Warm-up outside the captures (both communicators connect), as engines do.
   comm.all_reduce(x, out);
   api.AllReduce(x.data_ptr(), out.data_ptr(), 2048, ncclBfloat16, ncclSum, raw, stream);
@@ -527,17 +536,15 @@ int main(int argc, char** argv) {
     }
     if (!o.profile.empty()) {
       if (n != 1) throw std::runtime_error("--profile runs at 1 rank");
-      Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
-      Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
-      cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+      Tensor x, out;
+  std::tie(x, out) = small_all_reduce_operands(device, stream);
       profile_path(o, all_reduce_path(o.profile, *comm, api, raw, *tracked, device, stream, x, out),
                    stream);
     }
     const bool print = rank == 0 && o.profile.empty();
     if (print && n == 1 && o.warmup_s > 0) {
-      Tensor x = Tensor::empty({2048}, DType::BFloat16, device);
-      Tensor out = Tensor::empty({2048}, DType::BFloat16, device);
-      cudaMemsetAsync(x.data_ptr(), 0, x.nbytes(), stream);
+      Tensor x, out;
+  std::tie(x, out) = small_all_reduce_operands(device, stream);
       warm_up(o.warmup_s, all_reduce_path("raw", *comm, api, raw, *tracked, device, stream, x, out),
               all_reduce_path("comm", *comm, api, raw, *tracked, device, stream, x, out), stream);
     }

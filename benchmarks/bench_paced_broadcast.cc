@@ -21,8 +21,9 @@
 // polling that word (a reader already awake). Columns "wr mq" / "wr shm": the writer's own
 // broadcast_object call (its stamp to its return), and "a cold core": rank 0 reading 256 KiB right
 // after each pause: together they show how much of a reader's latency after a long pause is the
-// writer's call running on a core whose caches the pause emptied. Idle: every reader waits --idle-s seconds for one message
-// and reports the CPU time its waiting thread used (getrusage(RUSAGE_THREAD)) as a share of a core;
+// writer's call running on a core whose caches the pause emptied. Idle: every reader waits
+// --idle-s seconds for one message and reports the CPU time its waiting thread used
+// (getrusage(RUSAGE_THREAD)) as a share of a core;
 // the same readers then spin on sched_yield for as long, the reference. all_reduce after a pause:
 // rank 0 sleeps the pause and calls all_reduce (4 B, 1 KiB float32) over a CPU group on shared
 // memory, whose other ranks are already waiting in it: rank 0's call time (median of 200) is how

@@ -154,17 +154,18 @@ fi
 if wanted bench-host; then
   HOST_BENCH="$ROOT/benchmarks/bench_host_overhead.py"
   # GC_HOST_BENCH_RANKS="1" runs only the 1-rank table (the 2-rank one takes minutes).
-  if [[ " ${GC_HOST_BENCH_RANKS:-1 2} " != *" 1 "* && " ${GC_HOST_BENCH_RANKS:-1 2} " != *" 2 "* ]]; then
+  HOST_BENCH_RANKS=" ${GC_HOST_BENCH_RANKS:-1 2} "
+  if [[ "$HOST_BENCH_RANKS" != *" 1 "* && "$HOST_BENCH_RANKS" != *" 2 "* ]]; then
     echo "[gpu-py] GC_HOST_BENCH_RANKS=\"$GC_HOST_BENCH_RANKS\" names neither 1 nor 2 (a list such as \"1 2\")" |
       tee -a "$LOGS/summary.txt"
     STATUS=1
   fi
-  if [[ " ${GC_HOST_BENCH_RANKS:-1 2} " == *" 1 "* ]]; then
+  if [[ "$HOST_BENCH_RANKS" == *" 1 "* ]]; then
     step bench-host-py-np1 300 "${MPI[@]}" -np 1 "$PY" "$HOST_BENCH" --json "$LOGS/host-py-np1.json"
   fi
   # Two ranks time-slice one GPU: each collective then takes milliseconds of GPU time (every
   # call waits for the other process's time slice), so fewer calls per round.
-  if [[ " ${GC_HOST_BENCH_RANKS:-1 2} " == *" 2 "* ]]; then
+  if [[ "$HOST_BENCH_RANKS" == *" 2 "* ]]; then
     step bench-host-py-np2 300 "${MPI[@]}" -np 2 "${PER_RANK_HOST[@]}" "$PY" "$HOST_BENCH" \
       --rounds 5 --calls 50 --json "$LOGS/host-py-np2.json"
   fi
