@@ -12,6 +12,7 @@
 #include "py_tensor.h"
 #include "stream_arg.h"
 #include "stream_order.h"
+#include "type_member.h"
 
 namespace py = pybind11;
 
@@ -55,17 +56,52 @@ const Names& names() {
   return *names;
 }
 
+/// The members the fast path reads, one cache per type that has them (type_member.h).
+struct TorchMembers {
+  TypeMember is_cuda{names().is_cuda};
+  TypeMember is_cpu{names().is_cpu};
+  TypeMember requires_grad{names().requires_grad};
+  TypeMember is_neg{names().is_neg};
+  TypeMember dtype{names().dtype};
+  TypeMember shape{names().shape};
+  TypeMember stride{names().stride};
+  TypeMember is_contiguous{names().is_contiguous};
+  TypeMember get_device{names().get_device};
+  TypeMember data_ptr{names().data_ptr};
+};
+
+struct CupyMembers {
+  TypeMember dtype{names().dtype};        // cupy.ndarray
+  TypeMember shape{names().shape};
+  TypeMember strides{names().strides};
+  TypeMember data{names().data};
+  TypeMember ptr{names().ptr};            // cupy.cuda.MemoryPointer
+  TypeMember device_id{names().device_id};
+};
+
+TorchMembers& torch_members() {
+  static auto* members = new TorchMembers();
+  return *members;
+}
+
+CupyMembers& cupy_members() {
+  static auto* members = new CupyMembers();
+  return *members;
+}
+
 /// New reference or null (with the Python error set) as an object.
 py::object steal(PyObject* value) { return py::reinterpret_steal<py::object>(value); }
 
 /// obj.name (null object on error, the error set).
 py::object get_attr(PyObject* obj, PyObject* name) { return steal(PyObject_GetAttr(obj, name)); }
+py::object get_attr(PyObject* obj, TypeMember& member) { return steal(member.get(obj)); }
 
 /// obj.name() without a bound-method object (null object on error, the error set).
 py::object call_method(PyObject* obj, PyObject* name) {
   PyObject* args[] = {obj};
   return steal(PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
 }
+py::object call_method(PyObject* obj, TypeMember& member) { return steal(member.call(obj)); }
 
 /// fn(index) (null object on error, the error set).
 py::object call_with_int(PyObject* fn, long index) {
@@ -197,9 +233,9 @@ py::object new_cupy_array(const CupyApi& api, int index, py::handle dims, py::ha
     if (!made) throw py::error_already_set();
     return made;
   });
-  py::object memory = get_attr(array.ptr(), names().data);
+  py::object memory = get_attr(array.ptr(), cupy_members().data);
   if (!memory) throw py::error_already_set();
-  *data = to_address(get_attr(memory.ptr(), names().ptr));
+  *data = to_address(get_attr(memory.ptr(), cupy_members().ptr));
   return array;
 }
 
@@ -277,7 +313,7 @@ Tensor owning_cpu_view(PyObject* owner, void* data, const Shape& shape, const Sh
 /// Whether a torch tensor that is not on CUDA is a plain CPU tensor this path may read: on the
 /// CPU and not requiring grad (DLPack refuses that, and says why). Two calls.
 bool plain_torch_cpu(PyObject* obj) {
-  const Names& n = names();
+  TorchMembers& n = torch_members();
   py::object is_cpu = get_attr(obj, n.is_cpu);
   if (!is_cpu || is_cpu.ptr() != Py_True) return false;
   py::object grad = get_attr(obj, n.requires_grad);
@@ -290,7 +326,7 @@ bool plain_torch_cpu(PyObject* obj) {
 /// `.conj().imag`) is refused with out->negative set: its memory holds the values un-negated, and
 /// torch 1.13's DLPack export passes them on as they are.
 bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
-  const Names& n = names();
+  TorchMembers& n = torch_members();
   py::object is_cuda = get_attr(obj, n.is_cuda);
   if (!is_cuda) return false;
   const bool on_cuda = is_cuda.ptr() == Py_True;
@@ -333,7 +369,7 @@ bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
 
 /// cupy: dtype, shape, strides, data, data.ptr, data.device_id — attribute reads only.
 bool read_cupy(PyObject* obj, FrameworkArray* out) {
-  const Names& n = names();
+  CupyMembers& n = cupy_members();
   py::object dtype_object = get_attr(obj, n.dtype);
   if (!dtype_object) return false;
   const std::optional<DType> dtype = dtype_of(dtype_object, Framework::Cupy);
@@ -442,7 +478,7 @@ py::object framework_empty(Framework framework, py::handle like, const Tensor& l
                                             2 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
     }
     if (!out) throw py::error_already_set();
-    data = to_address(call_method(out.ptr(), names().data_ptr));
+    data = to_address(call_method(out.ptr(), torch_members().data_ptr));
   } else {
     py::object dims =
         shape_object ? py::reinterpret_borrow<py::object>(shape_object) : int_tuple(shape);
@@ -473,7 +509,7 @@ py::object framework_new(Framework framework, const Shape& shape, py::handle dty
     out = steal(PyObject_Vectorcall(api->empty.ptr(), args + 1, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET,
                                     api->dtype_device_names.ptr()));
     if (!out) throw py::error_already_set();  // out of memory, say: the caller's to see
-    data = to_address(call_method(out.ptr(), names().data_ptr));
+    data = to_address(call_method(out.ptr(), torch_members().data_ptr));
   } else {
     CupyApi* api = cupy_api();
     const py::handle name = numpy_dtype_name(dtype);

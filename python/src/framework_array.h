@@ -9,8 +9,8 @@
 // Cost, per array (the hot path of every CUDA collective called from Python): torch: `is_cuda`,
 // `is_neg()`, `dtype`, `shape`, `is_contiguous()` (`stride()` only when false), `get_device()`,
 // `data_ptr()`; cupy: `dtype`, `shape`, `strides`, `data`, `data.ptr`, `data.device_id`. Each is
-// one CPython call on an interned attribute name (no temporary strings, no bound-method objects);
-// nothing else touches Python.
+// one call of the member's descriptor, looked up once per version of the class (type_member.h:
+// no name lookup, no temporary strings, no bound-method objects); nothing else touches Python.
 //
 // Lifetime, as in vLLM's pynccl: the view is valid for the call only. The work is enqueued in
 // stream order on the call's stream, and the caller keeps its arrays alive until that work is done,

@@ -200,3 +200,37 @@ def test_torch_negative_view_is_refused(tp: gc.GroupCoordinator) -> None:
     # Resolved, it is an ordinary tensor, and the group is still in step.
     assert_result(tp.all_reduce(negative.resolve_neg()),
                   -sum(reference(r, (2, 3)) for r in range(tp.world_size)))
+
+
+@requires_flavour("torch-cpu", "torch-cuda")
+def test_torch_reads_follow_a_method_patched_onto_the_tensor_class(tp: gc.GroupCoordinator) -> None:
+    """The fast path finds torch.Tensor's members once per version of the class
+    (python/src/type_member.h). A method patched onto the class later is what it then calls, for
+    the input and for ``out``, and the original again once the patch is undone: a cache that
+    ignored the class's version would keep calling the original."""
+    torch = _torch()
+    x = arr(reference(tp.rank_in_group, (2, 3)))
+    out = torch.empty_like(x)
+    expected = sum(reference(r, (2, 3)) for r in range(tp.world_size))
+    tp.all_reduce(x, out=out)  # the members are looked up (and cached) here
+    own = "is_contiguous" in vars(torch.Tensor)
+    original = torch.Tensor.is_contiguous
+    calls = []
+
+    def counted(self, *args, **kwargs):
+        calls.append(self)
+        return original(self, *args, **kwargs)
+
+    torch.Tensor.is_contiguous = counted
+    try:
+        assert_result(tp.all_reduce(x, out=out), expected)
+    finally:
+        if own:
+            torch.Tensor.is_contiguous = original
+        else:
+            del torch.Tensor.is_contiguous
+    assert any(t is x for t in calls) and any(t is out for t in calls), (
+        f"the patched is_contiguous was called on {len(calls)} tensors, not on the input and out")
+    calls.clear()
+    assert_result(tp.all_reduce(x, out=out), expected)
+    assert not calls, "the patch, undone, was still called"
