@@ -71,11 +71,11 @@ struct TorchMembers {
 };
 
 struct CupyMembers {
-  TypeMember dtype{names().dtype};        // cupy.ndarray
+  TypeMember dtype{names().dtype};  // cupy.ndarray
   TypeMember shape{names().shape};
   TypeMember strides{names().strides};
   TypeMember data{names().data};
-  TypeMember ptr{names().ptr};            // cupy.cuda.MemoryPointer
+  TypeMember ptr{names().ptr};  // cupy.cuda.MemoryPointer
   TypeMember device_id{names().device_id};
 };
 
@@ -322,7 +322,8 @@ bool plain_torch_cpu(PyObject* obj) {
 
 /// torch: is_cuda, is_neg(), dtype, shape, is_contiguous() (and stride() when it is not),
 /// get_device(), data_ptr() — seven calls on CUDA (only when `cuda`: a CUDA view owns nothing);
-/// on the CPU plain_torch_cpu's two instead of get_device(). A tensor with its negative bit set (a lazily negated view, such as
+/// on the CPU plain_torch_cpu's two instead of get_device(). A tensor with its negative bit set (a
+/// lazily negated view, such as
 /// `.conj().imag`) is refused with out->negative set: its memory holds the values un-negated, and
 /// torch 1.13's DLPack export passes them on as they are.
 bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
