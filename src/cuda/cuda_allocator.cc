@@ -189,8 +189,11 @@ void CudaAsyncAllocator::deallocate(void* ptr, std::size_t nbytes, Device device
   GC_ASSERT(known, "CudaAsyncAllocator: ", ptr, " (", nbytes, " bytes on ", device.str(),
             ") was not allocated by this allocator");
   const cudaError_t error = cudaFreeAsync(ptr, block.key.stream);
-  // At process exit the runtime may already be gone; the memory goes with it.
-  if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed) {
+  // At process exit the runtime may already be gone; the memory goes with it. A block allocated
+  // during a capture that then failed belonged to the discarded graph: CUDA never made it, and
+  // refuses it as an invalid value.
+  if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed ||
+      (block.captured && error == cudaErrorInvalidValue)) {
     (void)cudaGetLastError();
     return;
   }

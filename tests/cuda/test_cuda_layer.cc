@@ -251,8 +251,9 @@ TEST_F(CudaLayerGpu, AllocatorCachesAnEagerBlockFreedDuringACaptureAndReusesItAf
   void* second = allocator.allocate(4096, device_);
   ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal), cudaSuccess);
   struct EndCaptureOnFailure {  // a failed expectation must not leave the stream capturing
-    cudaStream_t stream;
+    cudaStream_t stream;         // null once the capture has ended (the stream dies before us)
     ~EndCaptureOnFailure() {
+      if (stream == nullptr) return;
       cudaStreamCaptureStatus status = cudaStreamCaptureStatusNone;
       if (cudaStreamIsCapturing(stream, &status) == cudaSuccess &&
           status != cudaStreamCaptureStatusNone) {
@@ -273,12 +274,35 @@ TEST_F(CudaLayerGpu, AllocatorCachesAnEagerBlockFreedDuringACaptureAndReusesItAf
   allocator.deallocate(during, 4096, device_);  // a graph allocation: freed into the graph
   cudaGraph_t graph = nullptr;
   ASSERT_EQ(cudaStreamEndCapture(a, &graph), cudaSuccess) << "the capture stayed valid";
+  end_capture.stream = nullptr;
   cudaGraphDestroy(graph);
   void* after = allocator.allocate(4096, device_);
   EXPECT_TRUE(after == eager || after == second) << "the cached block, after the capture";
   allocator.deallocate(after, 4096, device_);
   EXPECT_EQ(allocator.release_cached(), 4096u)
       << "no capture now: the block past the bound went back to the pool, one stayed cached";
+  ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
+  cudaStreamDestroy(a);
+}
+
+TEST_F(CudaLayerGpu, AllocatorDropsABlockOfACaptureThatFailed) {
+  // A result allocated inside a capture that then fails (an illegal call invalidates it) and is
+  // dropped after: its memory belonged to the discarded graph, so freeing it is no error.
+  CudaAsyncAllocator allocator;
+  cudaStream_t a = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking), cudaSuccess);
+  CudaStreamGuard guard(device_, a);
+  ASSERT_EQ(cudaStreamBeginCapture(a, cudaStreamCaptureModeGlobal), cudaSuccess);
+  void* during = allocator.allocate(256, device_);
+  EXPECT_NE(cudaStreamSynchronize(a), cudaSuccess) << "illegal during a capture";
+  cudaGraph_t broken = nullptr;
+  EXPECT_NE(cudaStreamEndCapture(a, &broken), cudaSuccess);
+  if (broken != nullptr) cudaGraphDestroy(broken);
+  (void)cudaGetLastError();
+  EXPECT_NO_THROW(allocator.deallocate(during, 256, device_));
+  EXPECT_EQ(allocator.cached_bytes(), 0u) << "a graph's block is never cached";
+  void* eager = allocator.allocate(256, device_);
+  EXPECT_NO_THROW(allocator.deallocate(eager, 256, device_)) << "the allocator still works";
   ASSERT_EQ(cudaStreamSynchronize(a), cudaSuccess);
   cudaStreamDestroy(a);
 }
