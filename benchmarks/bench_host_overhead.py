@@ -16,6 +16,11 @@ device is drained and the ranks meet at a barrier, untimed. The columns of one o
 timed one after the other within each round, so they see the same machine. Columns:
   cupy       cupy.cuda.nccl.NcclCommunicator.allReduce / allGather / reduceScatter / broadcast /
              send / recv on preallocated buffers (raw pointers), cupy's current stream
+  cupy+alloc for the calls that return a new array: cupy's call above plus the torch allocation
+             a torch caller of raw NCCL makes for that result (torch.empty_like(x) for
+             all_reduce, x.new_empty(shape) otherwise), so that gc-torch's new results, which
+             come from torch's allocator (issue 12, item 3), are also compared with raw NCCL
+             plus the same allocation; n/a for the other rows
   torch      torch.distributed (NCCL backend) all_reduce (in place) / all_gather_into_tensor /
              reduce_scatter_tensor / broadcast / send / recv, preallocated outputs
   gc-torch   groupcoord with torch CUDA tensors (the fast path: results from torch's allocator)
@@ -68,7 +73,7 @@ except ImportError:
     cupy_nccl = None
 
 Call = Callable[[], Any]
-COLUMNS = ["cupy", "torch", "gc-torch", "gc-cupy"]
+COLUMNS = ["cupy", "cupy+alloc", "torch", "gc-torch", "gc-cupy"]
 GROUPCOORD_COLUMNS = ["gc-torch", "gc-cupy"]
 
 
@@ -140,6 +145,25 @@ def cupy_raw_call(comm: Any, op: str, size: Size, world: World) -> Optional[Call
     if world.rank % 2 == 0:
         return lambda _keep=x: comm.send(xp, n, dt, peer, stream)
     return lambda _keep=x: comm.recv(xp, n, dt, peer, stream)
+
+
+NEW_RESULT_OPS = {"all_reduce", "all_gather", "reduce_scatter", "all_gatherv", "reduce_scatterv"}
+
+
+def cupy_alloc_call(comm: Any, op: str, size: Size, world: World) -> Optional[Call]:
+    """cupy's raw call plus the torch allocation of the result (the `cupy+alloc` column)."""
+    if op not in NEW_RESULT_OPS or torch is None:
+        return None
+    raw = cupy_raw_call(comm, op, size, world)
+    if raw is None:
+        return None
+    base = BASELINE.get(op, op)
+    dtype, dev = torch_dtype(size), torch.device("cuda", world.device)
+    x = torch.zeros(input_elements(base, size, world), dtype=dtype, device=dev)
+    if base == "all_reduce":
+        return lambda: (torch.empty_like(x), raw())
+    shape = (size.elements * world.size if base == "all_gather" else size.elements,)
+    return lambda: (x.new_empty(shape), raw())
 
 
 def torch_dtype(size: Size) -> Any:
@@ -415,6 +439,7 @@ def report_rows(all_ranks: np.ndarray, keys: list[tuple[str, str]], world: World
                 row[f"{c}_over_cupy"] = ratio(values[c], values["cupy"])
                 row[f"{c}_minus_cupy_us"] = diff(values[c], values["cupy"])
                 row[f"{c}_over_torch"] = ratio(values[c], values["torch"])
+            row["gc-torch_minus_cupy_alloc_us"] = diff(values["gc-torch"], values["cupy+alloc"])
             row["per_rank_us"] = {c: [None if np.isnan(v) else float(v)
                                       for v in all_ranks[:, index, k]]
                                   for k, c in enumerate(COLUMNS)}
@@ -428,7 +453,7 @@ def print_table(rows: list[dict], world: World, args: argparse.Namespace) -> Non
           f"NCCL and torch.distributed", flush=True)
     head = (f"{'op':<20}{'size':<12}" + "".join(f"{c + '_us':>12}" for c in COLUMNS)
             + "".join(f"{c + '/cupy':>14}{c + '-cupy':>14}{c + '/torch':>15}"
-                      for c in GROUPCOORD_COLUMNS))
+                      for c in GROUPCOORD_COLUMNS) + f"{'gc-torch-(cupy+alloc)':>23}")
     print(head)
     for row in rows:
         line = f"{row['op']:<20}{row['size']:<12}"
@@ -437,6 +462,7 @@ def print_table(rows: list[dict], world: World, args: argparse.Namespace) -> Non
             line += (f"{fmt(row[c + '_over_cupy'], '.2f'):>14}"
                      f"{fmt(row[c + '_minus_cupy_us'], '+.2f'):>14}"
                      f"{fmt(row[c + '_over_torch'], '.2f'):>15}")
+        line += f"{fmt(row['gc-torch_minus_cupy_alloc_us'], '+.2f'):>23}"
         print(line, flush=True)
 
 
@@ -538,6 +564,7 @@ def run_table(args: argparse.Namespace, world_group: gc.GroupCoordinator, world:
         size = next(s for s in SIZES if s.label == label)
         columns = {
             "cupy": cupy_raw_call(cupy_comm, op, size, world),
+            "cupy+alloc": cupy_alloc_call(cupy_comm, op, size, world),
             "torch": torch_dist_call(torch_ready, op, size, world),
             "gc-torch": groupcoord_call(target, "torch", op, size, world),
             "gc-cupy": groupcoord_call(target, "cupy", op, size, world),
