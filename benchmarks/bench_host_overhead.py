@@ -451,13 +451,13 @@ def print_table(rows: list[dict], world: World, args: argparse.Namespace) -> Non
     print(f"bench_host_overhead.py: {world.size} rank(s), host microseconds per call (median of "
           f"{args.rounds} rounds x {args.calls} calls); ratios and differences against cupy's raw "
           f"NCCL and torch.distributed", flush=True)
-    head = (f"{'op':<20}{'size':<12}" + "".join(f"{c + '_us':>12}" for c in COLUMNS)
+    head = (f"{'op':<20}{'size':<12}" + "".join(f"{c + '_us':>14}" for c in COLUMNS)
             + "".join(f"{c + '/cupy':>14}{c + '-cupy':>14}{c + '/torch':>15}"
                       for c in GROUPCOORD_COLUMNS) + f"{'gc-torch-(cupy+alloc)':>23}")
     print(head)
     for row in rows:
         line = f"{row['op']:<20}{row['size']:<12}"
-        line += "".join(f"{fmt(row[c + '_us'], '.2f'):>12}" for c in COLUMNS)
+        line += "".join(f"{fmt(row[c + '_us'], '.2f'):>14}" for c in COLUMNS)
         for c in GROUPCOORD_COLUMNS:
             line += (f"{fmt(row[c + '_over_cupy'], '.2f'):>14}"
                      f"{fmt(row[c + '_minus_cupy_us'], '+.2f'):>14}"
@@ -537,6 +537,8 @@ def profile_loop(spec: str, seconds: float, cupy_comm: Any, torch_ready: bool, t
     size = SIZES[1]
     if column == "cupy":
         call = cupy_raw_call(cupy_comm, op, size, world)
+    elif column == "cupy+alloc":
+        call = cupy_alloc_call(cupy_comm, op, size, world)
     elif column == "torch":
         call = torch_dist_call(torch_ready, op, size, world)
     else:

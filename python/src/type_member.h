@@ -34,9 +34,12 @@ class TypeMember {
 
  private:
   enum class Kind { Generic, Attribute, Method };
-  /// The cached kind for `type`, looking the member up again when the type or its version
-  /// changed.
-  Kind kind_for(PyTypeObject* type);
+  struct Found {
+    Kind kind;
+    PyObject* descriptor;  ///< a new reference (null for Generic)
+  };
+  /// The member of `type`, looked up again when the type or its version changed.
+  Found find(PyTypeObject* type);
 
   PyObject* name_;
   PyTypeObject* type_ = nullptr;    ///< not owned: the tag below identifies it

@@ -203,34 +203,41 @@ def test_torch_negative_view_is_refused(tp: gc.GroupCoordinator) -> None:
 
 
 @requires_flavour("torch-cpu", "torch-cuda")
-def test_torch_reads_follow_a_method_patched_onto_the_tensor_class(tp: gc.GroupCoordinator) -> None:
+@pytest.mark.parametrize("member", ["is_contiguous", "shape"])
+def test_torch_reads_follow_a_member_patched_onto_the_tensor_class(
+        tp: gc.GroupCoordinator, member: str) -> None:
     """The fast path finds torch.Tensor's members once per version of the class
-    (python/src/type_member.h). A method patched onto the class later is what it then calls, for
-    the input and for ``out``, and the original again once the patch is undone: a cache that
-    ignored the class's version would keep calling the original."""
+    (python/src/type_member.h). A member patched onto the class later (a method, or a property:
+    a data descriptor) is what it then reads, for the input and for ``out``, and the original
+    again once the patch is undone: a cache that ignored the class's version would keep reading
+    the original."""
     torch = _torch()
     x = arr(reference(tp.rank_in_group, (2, 3)))
     out = torch.empty_like(x)
     expected = sum(reference(r, (2, 3)) for r in range(tp.world_size))
     tp.all_reduce(x, out=out)  # the members are looked up (and cached) here
-    own = "is_contiguous" in vars(torch.Tensor)
-    original = torch.Tensor.is_contiguous
+    own = vars(torch.Tensor).get(member)
+    original = getattr(torch.Tensor, member)
     calls = []
-
-    def counted(self, *args, **kwargs):
-        calls.append(self)
-        return original(self, *args, **kwargs)
-
-    torch.Tensor.is_contiguous = counted
+    if member == "shape":
+        def read(self):
+            calls.append(self)
+            return original.__get__(self)
+        patch = property(read)
+    else:
+        def patch(self, *args, **kwargs):
+            calls.append(self)
+            return original(self, *args, **kwargs)
+    setattr(torch.Tensor, member, patch)
     try:
         assert_result(tp.all_reduce(x, out=out), expected)
     finally:
-        if own:
-            torch.Tensor.is_contiguous = original
+        if own is not None:
+            setattr(torch.Tensor, member, own)
         else:
-            del torch.Tensor.is_contiguous
+            delattr(torch.Tensor, member)
     assert any(t is x for t in calls) and any(t is out for t in calls), (
-        f"the patched is_contiguous was called on {len(calls)} tensors, not on the input and out")
+        f"the patched {member} was read on {len(calls)} tensors, not on the input and out")
     calls.clear()
     assert_result(tp.all_reduce(x, out=out), expected)
-    assert not calls, "the patch, undone, was still called"
+    assert not calls, "the patch, undone, was still read"

@@ -189,15 +189,18 @@ void CudaAsyncAllocator::deallocate(void* ptr, std::size_t nbytes, Device device
   GC_ASSERT(known, "CudaAsyncAllocator: ", ptr, " (", nbytes, " bytes on ", device.str(),
             ") was not allocated by this allocator");
   const cudaError_t error = cudaFreeAsync(ptr, block.key.stream);
-  // At process exit the runtime may already be gone; the memory goes with it. A block allocated
-  // during a capture that then failed belonged to the discarded graph: CUDA never made it, and
-  // refuses it as an invalid value.
-  if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed ||
-      (block.captured && error == cudaErrorInvalidValue)) {
+  // At process exit the runtime may already be gone; the memory goes with it.
+  if (error == cudaErrorCudartUnloading || error == cudaErrorContextIsDestroyed) {
     (void)cudaGetLastError();
     return;
   }
-  GC_CUDA_CHECK(error, "CudaAsyncAllocator: freeing ", nbytes, " bytes on ", device.str());
+  // A block a capture allocated is the graph's: CUDA refuses its free outside the capture until
+  // the graph has been launched, and always when the capture failed (the graph was discarded).
+  // Said, not hidden: a graph launched after its result was dropped keeps that memory.
+  GC_CUDA_CHECK(error, "CudaAsyncAllocator: freeing ", nbytes, " bytes on ", device.str(),
+                block.captured ? " (allocated during a CUDA graph capture: a capture that failed "
+                                 "or a graph not launched yet owns it)"
+                               : "");
 }
 
 std::size_t CudaAsyncAllocator::release_cached() {
