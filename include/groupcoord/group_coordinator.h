@@ -232,6 +232,10 @@ class GroupCoordinator {
 
   /// The live coordinator registered under `unique_name`, or nullptr (vLLM's _groups lookup).
   static GroupCoordinator* find(const std::string& unique_name);
+  /// A number that changes whenever a coordinator leaves that registry (destroyed): a handle that
+  /// found its coordinator with find() at generation g knows it is still there while the
+  /// generation is g, without a lookup (one atomic load; the Python binding's borrowed groups).
+  static std::uint64_t registry_generation();
 
  private:
   struct Impl;

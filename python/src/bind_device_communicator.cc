@@ -59,7 +59,7 @@ const FastSpec kAllReduce{
     "Sum across the group (out of place, or into ``out``, which is returned)."};
 
 py::object all_reduce(py::handle self, PyObject* const* a) {
-  return op_all_reduce(target(self.cast<CommPtr>()), a[0], a[1], a[2]);
+  return op_all_reduce(target(self_holder<PyCommunicator>(self)), a[0], a[1], a[2]);
 }
 
 const FastSpec kAllGather{
@@ -72,7 +72,7 @@ const FastSpec kAllGather{
 
 py::object all_gather(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kAllGather, "dim");
-  return op_all_gather(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+  return op_all_gather(target(self_holder<PyCommunicator>(self)), a[0], dim, a[2], a[3]);
 }
 
 const FastSpec kAllGatherv{
@@ -85,7 +85,7 @@ const FastSpec kAllGatherv{
 
 py::object all_gatherv(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kAllGatherv, "dim");
-  return op_all_gatherv(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+  return op_all_gatherv(target(self_holder<PyCommunicator>(self)), a[0], dim, a[2], a[3]);
 }
 
 const FastSpec kReduceScatter{
@@ -98,7 +98,7 @@ const FastSpec kReduceScatter{
 
 py::object reduce_scatter(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kReduceScatter, "dim");
-  return op_reduce_scatter(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+  return op_reduce_scatter(target(self_holder<PyCommunicator>(self)), a[0], dim, a[2], a[3]);
 }
 
 const FastSpec kReduceScatterv{"reduce_scatterv",
@@ -110,7 +110,7 @@ const FastSpec kReduceScatterv{"reduce_scatterv",
 
 py::object reduce_scatterv(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kReduceScatterv, "dim");
-  return op_reduce_scatterv(target(self.cast<CommPtr>()), a[0], dim, a[2], a[3]);
+  return op_reduce_scatterv(target(self_holder<PyCommunicator>(self)), a[0], dim, a[2], a[3]);
 }
 
 const FastSpec kBroadcast{"broadcast",
@@ -119,7 +119,7 @@ const FastSpec kBroadcast{"broadcast",
 
 py::object broadcast(py::handle self, PyObject* const* a) {
   const int src = int_argument(a[1], kBroadcast, "src");
-  return op_broadcast(target(self.cast<CommPtr>()), a[0], src, a[2]);
+  return op_broadcast(target(self_holder<PyCommunicator>(self)), a[0], src, a[2]);
 }
 
 void bind_tensor_ops(py::class_<PyCommunicator, CommPtr>& cls) {

@@ -41,7 +41,7 @@ device, contiguous, to write the result into (may be ``input_``: in place); the 
 ``out`` are allocated by torch / cupy. ``stream``: CUDA stream (ignored on CPU).)doc"};
 
 py::object all_reduce(py::handle self, PyObject* const* a) {
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   GroupCoordinator& c = g->get();
   if (py::object same = bypass(g, c, a[0], "all_reduce", a[1])) return same;
   return op_all_reduce(OpTarget<GroupCoordinator>{&c, g, g->label()}, a[0], a[1], a[2]);
@@ -59,7 +59,7 @@ returned.)doc"};
 
 py::object all_gather(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kAllGather, "dim");
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   GroupCoordinator& c = g->get();
   if (py::object same = bypass(g, c, a[0], "all_gather", a[2])) return same;
   return op_all_gather(OpTarget<GroupCoordinator>{&c, g, g->label()}, a[0], dim, a[2], a[3]);
@@ -77,7 +77,7 @@ ValueError "No device communicator found" at world size 1, as vLLM.)doc"};
 
 py::object all_gatherv(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kAllGatherv, "dim");
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   return op_all_gatherv(target(g), a[0], dim, a[2], a[3]);
 }
 
@@ -92,7 +92,7 @@ contiguous array of the slice's shape, the input's dtype and device, written and
 
 py::object reduce_scatter(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kReduceScatter, "dim");
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   GroupCoordinator& c = g->get();
   if (py::object same = bypass(g, c, a[0], "reduce_scatter", a[2])) return same;
   return op_reduce_scatter(OpTarget<GroupCoordinator>{&c, g, g->label()}, a[0], dim, a[2], a[3]);
@@ -108,7 +108,7 @@ const FastSpec kReduceScatterv{
 
 py::object reduce_scatterv(py::handle self, PyObject* const* a) {
   const int dim = int_argument(a[1], kReduceScatterv, "dim");
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   return op_reduce_scatterv(target(g), a[0], dim, a[2], a[3]);
 }
 
@@ -118,7 +118,7 @@ const FastSpec kBroadcast{"broadcast",
 
 py::object broadcast(py::handle self, PyObject* const* a) {
   const int src = int_argument(a[1], kBroadcast, "src");
-  const GroupPtr g = self.cast<GroupPtr>();
+  const GroupPtr g = self_holder<PyGroup>(self);
   GroupCoordinator& c = g->get();
   if (c.world_size() == 1) {
     GC_CHECK(src == 0, g->label(), ".broadcast: invalid src rank (", src, ")");

@@ -41,11 +41,17 @@ PyGroup::~PyGroup() {
 }
 
 GroupCoordinator& PyGroup::get() const {
-  if (!owned_ && GroupCoordinator::find(unique_name_) != group_) {
+  if (owned_) return *group_;
+  // The generation first: a coordinator destroyed after this read changes it, so the next call
+  // looks again.
+  const std::uint64_t generation = GroupCoordinator::registry_generation();
+  if (generation == checked_generation_.load(std::memory_order_relaxed)) return *group_;
+  if (GroupCoordinator::find(unique_name_) != group_) {
     GC_THROW(DistributedError, label_,
              ": this group no longer exists (destroy_model_parallel or "
              "destroy_distributed_environment destroyed it)");
   }
+  checked_generation_.store(generation, std::memory_order_relaxed);
   return *group_;
 }
 

@@ -7,6 +7,8 @@
 
 #include <pybind11/pybind11.h>
 
+#include <atomic>
+#include <cstdint>
 #include <memory>
 #include <string>
 
@@ -43,6 +45,9 @@ class PyGroup {
  private:
   std::unique_ptr<GroupCoordinator> owned_;
   GroupCoordinator* group_;
+  /// GroupCoordinator::registry_generation() when a borrowed group_ was last found registered.
+  /// (Atomic only so that a call on a helper thread is no data race; relaxed is enough.)
+  mutable std::atomic<std::uint64_t> checked_generation_{~std::uint64_t{0}};
   std::string unique_name_;
   std::string label_;
 };

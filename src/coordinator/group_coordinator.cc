@@ -201,4 +201,8 @@ GroupCoordinator* GroupCoordinator::find(const std::string& unique_name) {
   return coordinator_detail::find_group(unique_name);
 }
 
+std::uint64_t GroupCoordinator::registry_generation() {
+  return coordinator_detail::registry_generation();
+}
+
 }  // namespace groupcoord

@@ -1,5 +1,6 @@
 #include "coordinator/group_registry.h"
 
+#include <atomic>
 #include <map>
 #include <mutex>
 
@@ -12,6 +13,7 @@ struct Registry {
   std::mutex mutex;
   std::map<std::string, int> name_counts;
   std::map<std::string, GroupCoordinator*> live;
+  std::atomic<std::uint64_t> generation{0};
 };
 
 // Leaked on purpose: coordinators owned by static objects may unregister during static
@@ -40,7 +42,10 @@ void unregister_group(const std::string& unique_name, const GroupCoordinator* gr
   Registry& r = registry();
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.live.find(unique_name);
-  if (it != r.live.end() && it->second == group) r.live.erase(it);
+  if (it != r.live.end() && it->second == group) {
+    r.live.erase(it);
+    r.generation.fetch_add(1, std::memory_order_release);
+  }
 }
 
 GroupCoordinator* find_group(const std::string& unique_name) {
@@ -48,6 +53,10 @@ GroupCoordinator* find_group(const std::string& unique_name) {
   std::lock_guard<std::mutex> lock(r.mutex);
   auto it = r.live.find(unique_name);
   return it == r.live.end() ? nullptr : it->second;
+}
+
+std::uint64_t registry_generation() {
+  return registry().generation.load(std::memory_order_acquire);
 }
 
 }  // namespace coordinator_detail

@@ -2,6 +2,7 @@
 // "<name>:<n>" and the lookup of live coordinators by that name.
 #pragma once
 
+#include <cstdint>
 #include <string>
 
 namespace groupcoord {
@@ -23,6 +24,9 @@ void unregister_group(const std::string& unique_name, const GroupCoordinator* gr
 
 /// The coordinator registered under `unique_name`, or nullptr.
 GroupCoordinator* find_group(const std::string& unique_name);
+
+/// Incremented (after the removal) each time unregister_group removes a coordinator.
+std::uint64_t registry_generation();
 
 }  // namespace coordinator_detail
 }  // namespace groupcoord

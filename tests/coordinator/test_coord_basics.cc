@@ -72,15 +72,23 @@ TEST_F(CoordinatorBasics, UniqueNamesCountPerNameAndFindTracksLiveGroups) {
   EXPECT_EQ(GroupCoordinator::find("names_test"), nullptr);
   EXPECT_EQ(a->device_communicator(), nullptr);  // use_device_communicator = false
 
+  // The registry's generation moves with every coordinator that leaves it, and only then.
+  const std::uint64_t before = GroupCoordinator::registry_generation();
   a->destroy();
   EXPECT_EQ(GroupCoordinator::find("names_test:0"), nullptr);
+  const std::uint64_t after_a = GroupCoordinator::registry_generation();
+  EXPECT_NE(after_a, before) << "a destroyed coordinator must change the generation";
   a->destroy();  // idempotent
-  b.reset();     // the destructor destroys and unregisters too
+  EXPECT_EQ(GroupCoordinator::registry_generation(), after_a) << "nothing left the registry";
+  b.reset();  // the destructor destroys and unregisters too
   EXPECT_EQ(GroupCoordinator::find("names_test:1"), nullptr);
+  EXPECT_NE(GroupCoordinator::registry_generation(), after_a);
   // Names are never reused.
+  const std::uint64_t before_c = GroupCoordinator::registry_generation();
   auto c = std::make_unique<GroupCoordinator>(world_layout(world_size()), local_rank(), "gloo",
                                               false, false, "names_test");
   EXPECT_EQ(c->unique_name(), "names_test:2");
+  EXPECT_EQ(GroupCoordinator::registry_generation(), before_c) << "a new one changes nothing";
 }
 
 TEST_F(CoordinatorBasics, DestroyedCoordinatorRaisesDistributedError) {
