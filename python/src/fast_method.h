@@ -49,8 +49,8 @@ bool parse_fast_arguments(const FastSpec& spec, PyObject* const* args, Py_ssize_
 /// floats); pybind11::type_error naming the method and parameter otherwise.
 int int_argument(PyObject* value, const FastSpec& spec, const char* name);
 
-/// `self` of a fast method of a pybind11 class held by std::shared_ptr<T>: a reference to its
-/// holder, valid for the call. CPython has checked that `self` is an instance of the class (or of
+/// `self` of a fast method of a pybind11 class held by std::shared_ptr<T>: a copy of its
+/// holder. CPython has checked that `self` is an instance of the class (or of
 /// a subclass) before calling the method. The class's pybind11 record is found once, so a call
 /// pays no lookup of T's type by its C++ name (a string hash: about 400 of the 845 instructions a
 /// call of the binding made before its array was read, callgrind); anything unusual goes

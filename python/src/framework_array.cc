@@ -96,11 +96,7 @@ py::object steal(PyObject* value) { return py::reinterpret_steal<py::object>(val
 py::object get_attr(PyObject* obj, PyObject* name) { return steal(PyObject_GetAttr(obj, name)); }
 py::object get_attr(PyObject* obj, TypeMember& member) { return steal(member.get(obj)); }
 
-/// obj.name() without a bound-method object (null object on error, the error set).
-py::object call_method(PyObject* obj, PyObject* name) {
-  PyObject* args[] = {obj};
-  return steal(PyObject_VectorcallMethod(name, args, 1 | PY_VECTORCALL_ARGUMENTS_OFFSET, nullptr));
-}
+/// obj.member() (null object on error, the error set).
 py::object call_method(PyObject* obj, TypeMember& member) { return steal(member.call(obj)); }
 
 /// fn(index) (null object on error, the error set).
@@ -323,9 +319,8 @@ bool plain_torch_cpu(PyObject* obj) {
 /// torch: is_cuda, is_neg(), dtype, shape, is_contiguous() (and stride() when it is not),
 /// get_device(), data_ptr() — seven calls on CUDA (only when `cuda`: a CUDA view owns nothing);
 /// on the CPU plain_torch_cpu's two instead of get_device(). A tensor with its negative bit set (a
-/// lazily negated view, such as
-/// `.conj().imag`) is refused with out->negative set: its memory holds the values un-negated, and
-/// torch 1.13's DLPack export passes them on as they are.
+/// lazily negated view, such as `.conj().imag`) is refused with out->negative set: its memory
+/// holds the values un-negated, and torch 1.13's DLPack export passes them on as they are.
 bool read_torch(PyObject* obj, bool cuda, FrameworkArray* out) {
   TorchMembers& n = torch_members();
   py::object is_cuda = get_attr(obj, n.is_cuda);
@@ -531,7 +526,7 @@ py::object framework_block(Framework framework, Device device, std::size_t nbyte
     py::object torch_device = api.module.attr("device")("cuda", device.index);
     block = api.module.attr("empty")(nbytes, py::arg("dtype") = api.module.attr("uint8"),
                                      py::arg("device") = torch_device);
-    *data = reinterpret_cast<void*>(to_address(call_method(block.ptr(), names().data_ptr)));
+    *data = reinterpret_cast<void*>(to_address(call_method(block.ptr(), torch_members().data_ptr)));
   } else {
     const CupyApi* cupy = cupy_api();
     GC_CHECK(cupy != nullptr, "framework_block: cupy is not imported");

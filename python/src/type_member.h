@@ -1,5 +1,5 @@
-// One attribute or method of a Python type, looked up once per type version: the torch / cupy
-// fast path (framework_array.h) reads seven attributes per array on every collective, and
+// One attribute or method of a Python type, looked up once per type version: the torch fast path
+// (framework_array.h) reads seven attributes per tensor on every collective, and
 // PyObject_GetAttr / PyObject_VectorcallMethod find each through the type's method cache (a hash
 // of the name) and the instance's dict before reaching the descriptor. Here the descriptor is
 // kept with the type's version tag, which CPython changes whenever the type or a base is
@@ -8,7 +8,8 @@
 // Same results as the generic lookup, with one documented difference: a method (a non-data
 // descriptor) shadowed by an attribute set on the instance itself (`x.data_ptr = ...`) is not
 // seen; torch's own C++ code, which reads the tensor's C struct, ignores such attributes too.
-// Types with their own __getattribute__ / __getattr__, and members that are neither data
+// Types with their own attribute lookup (__getattribute__ / __getattr__, or a C tp_getattro
+// such as Cython's, which cupy's classes most likely have), and members that are neither data
 // descriptors (getset, member, property) nor C methods, take the generic lookup. Used with the GIL
 // held only.
 #pragma once
