@@ -79,7 +79,8 @@ struct Options {
 
 const char* kUsage =
     "usage: bench_cpu_collectives [--min-bytes N] [--max-bytes N] [--step-factor 2|4]\n"
-    "         [--ops all_reduce,all_gather,broadcast] [--paths groupcoord,groupcoord_out,gloo,mpi]\n"
+    "         [--ops all_reduce,all_gather,broadcast] [--paths "
+    "groupcoord,groupcoord_out,gloo,mpi]\n"
     "         [--rounds N] [--target-ms MS] [--min-calls N] [--warmup N] [--quick] [--json PATH]\n"
     "  sizes take K, M, G suffixes (powers of 1024); --quick: 5 rounds of ~5 ms, up to 16 MiB\n"
     "  (unless --max-bytes/--rounds/--target-ms say otherwise)\n";
@@ -98,9 +99,12 @@ std::size_t parse_bytes(const std::string& s) {
   char* end = nullptr;
   const double v = std::strtod(s.c_str(), &end);
   double scale = 1;
-  if (*end == 'K' || *end == 'k') scale = 1024.0, ++end;
-  else if (*end == 'M' || *end == 'm') scale = 1024.0 * 1024, ++end;
-  else if (*end == 'G' || *end == 'g') scale = 1024.0 * 1024 * 1024, ++end;
+  if (*end == 'K' || *end == 'k')
+    scale = 1024.0, ++end;
+  else if (*end == 'M' || *end == 'm')
+    scale = 1024.0 * 1024, ++end;
+  else if (*end == 'G' || *end == 'g')
+    scale = 1024.0 * 1024 * 1024, ++end;
   if (*end == 'B' || *end == 'b') ++end;
   if (end == s.c_str() || *end != '\0' || v <= 0) {
     throw std::invalid_argument("bad size '" + s + "'");
@@ -117,17 +121,28 @@ Options parse_options(int argc, char** argv) {
       if (i + 1 >= argc) throw std::invalid_argument(a + " needs a value");
       return argv[++i];
     };
-    if (a == "--min-bytes") o.min_bytes = parse_bytes(value());
-    else if (a == "--max-bytes") o.max_bytes = parse_bytes(value()), max_set = true;
-    else if (a == "--step-factor") o.step_factor = std::stoul(value());
-    else if (a == "--ops") o.ops = split(value());
-    else if (a == "--paths") o.paths = split(value());
-    else if (a == "--rounds") o.rounds = std::stoi(value()), rounds_set = true;
-    else if (a == "--target-ms") o.target_ms = std::stod(value()), target_set = true;
-    else if (a == "--min-calls") o.min_calls = std::stoi(value());
-    else if (a == "--warmup") o.warmup = std::stoi(value());
-    else if (a == "--json") o.json = value();
-    else if (a == "--quick") quick = true;
+    if (a == "--min-bytes")
+      o.min_bytes = parse_bytes(value());
+    else if (a == "--max-bytes")
+      o.max_bytes = parse_bytes(value()), max_set = true;
+    else if (a == "--step-factor")
+      o.step_factor = std::stoul(value());
+    else if (a == "--ops")
+      o.ops = split(value());
+    else if (a == "--paths")
+      o.paths = split(value());
+    else if (a == "--rounds")
+      o.rounds = std::stoi(value()), rounds_set = true;
+    else if (a == "--target-ms")
+      o.target_ms = std::stod(value()), target_set = true;
+    else if (a == "--min-calls")
+      o.min_calls = std::stoi(value());
+    else if (a == "--warmup")
+      o.warmup = std::stoi(value());
+    else if (a == "--json")
+      o.json = value();
+    else if (a == "--quick")
+      quick = true;
     else if (a == "-h" || a == "--help") {
       std::fputs(kUsage, stdout);
       std::exit(0);
@@ -171,7 +186,9 @@ class GlooStore : public gloo::rendezvous::Store {
     const gc::Bytes v = store_->get(key);
     return std::vector<char>(v.begin(), v.end());
   }
-  void wait(const std::vector<std::string>& keys) override { store_->wait(keys, store_->timeout()); }
+  void wait(const std::vector<std::string>& keys) override {
+    store_->wait(keys, store_->timeout());
+  }
   void wait(const std::vector<std::string>& keys,
             const std::chrono::milliseconds& timeout) override {
     store_->wait(keys, timeout);
@@ -192,7 +209,8 @@ std::shared_ptr<gloo::Context> make_gloo_context(int rank, int size) {
   auto device = gloo::transport::tcp::CreateDevice(attr);
   auto context = std::make_shared<gloo::rendezvous::Context>(rank, size);
   context->setTimeout(std::chrono::seconds(300));
-  GlooStore store(std::make_shared<gc::PrefixStore>("bench_cpu_collectives/gloo", gc::world_store()));
+  GlooStore store(
+      std::make_shared<gc::PrefixStore>("bench_cpu_collectives/gloo", gc::world_store()));
   context->connectFullMesh(store, device);
   return context;
 }
@@ -201,8 +219,8 @@ std::shared_ptr<gloo::Context> make_gloo_context(int rank, int size) {
 
 /// Element i of rank r's input: small integers, so every float32 sum below is exact.
 float value(int rank, std::size_t i, std::size_t size_salt) {
-  return static_cast<float>(static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3 +
-                                              size_salt) % 17) - 8);
+  return static_cast<float>(
+      static_cast<int>((i * 7 + static_cast<std::size_t>(rank) * 3 + size_salt) % 17) - 8);
 }
 
 void fill_input(float* p, std::size_t count, int rank, std::size_t salt) {
@@ -360,8 +378,9 @@ std::string path_title(const std::string& p) {
 }
 
 /// Runs one (op, size): builds the cases, checks, warms up, calibrates, times alternating rounds.
-Row run_size(const Options& o, const std::string& op, std::size_t bytes, gc::GroupCoordinator& group,
-             const std::shared_ptr<gloo::Context>& gloo_ctx, std::uint32_t& gloo_tag) {
+Row run_size(const Options& o, const std::string& op, std::size_t bytes,
+             gc::GroupCoordinator& group, const std::shared_ptr<gloo::Context>& gloo_ctx,
+             std::uint32_t& gloo_tag) {
   const int n = group.world_size();
   const int rank = group.rank_in_group();
   std::size_t count = std::max<std::size_t>(1, bytes / sizeof(float));
@@ -438,8 +457,10 @@ Row run_size(const Options& o, const std::string& op, std::size_t bytes, gc::Gro
         c.call = [&] { group.broadcast(buf.input, 0); };
       }
     } else if (path == "groupcoord_out") {
-      if (op == "all_reduce") c.call = [&] { group.all_reduce(buf.input, buf.output); };
-      else c.call = [&] { group.all_gather(buf.input, 0, buf.output); };
+      if (op == "all_reduce")
+        c.call = [&] { group.all_reduce(buf.input, buf.output); };
+      else
+        c.call = [&] { group.all_gather(buf.input, 0, buf.output); };
     } else if (path == "gloo") {
       if (op == "all_reduce") {
         c.call = [&, in, out, count] {
@@ -525,9 +546,10 @@ const Case* find_case(const Row& row, const std::string& path) {
 
 void print_header(const std::string& op, const std::vector<std::string>& paths, int n,
                   const Options& o) {
-  std::printf("\n# %s%s, float32, %d ranks; time = median over %d rounds of the per-call time "
-              "(slowest rank), us; algbw/busbw GB/s\n",
-              op.c_str(), op == "all_reduce" ? " (sum)" : "", n, o.rounds);
+  std::printf(
+      "\n# %s%s, float32, %d ranks; time = median over %d rounds of the per-call time "
+      "(slowest rank), us; algbw/busbw GB/s\n",
+      op.c_str(), op == "all_reduce" ? " (sum)" : "", n, o.rounds);
   std::printf("# %10s %10s", "", "");
   for (const auto& p : paths) {
     if (p == "groupcoord_out" && op == "broadcast") continue;
@@ -596,8 +618,8 @@ void write_json(const std::string& path, const Options& o, const std::vector<Row
   std::fprintf(f, "  \"GROUPCOORD_CPU_SHM\": %s,\n", shm ? json_str(shm).c_str() : "null");
   std::fprintf(f, "  \"rounds\": %d,\n  \"target_ms\": %g,\n  \"min_calls\": %d,\n", o.rounds,
                o.target_ms, o.min_calls);
-  std::fprintf(f, "  \"load_before\": %s,\n  \"load_after\": %s,\n",
-               json_str(load_before).c_str(), json_str(load_average()).c_str());
+  std::fprintf(f, "  \"load_before\": %s,\n  \"load_after\": %s,\n", json_str(load_before).c_str(),
+               json_str(load_average()).c_str());
   std::fprintf(f, "  \"total_s\": %.3f,\n  \"results\": [", total_s);
   bool first = true;
   for (const Row& row : rows) {
@@ -654,15 +676,16 @@ int main(int argc, char** argv) {
     const bool root = group.rank_in_group() == 0;
     const std::string load_before = load_average();
     if (root) {
-      std::printf("# bench_cpu_collectives: %d ranks, %ld cores, rounds %d, ~%g ms per round per "
-                  "path (at least %d calls), warm-up %d calls; GROUPCOORD_CPU_SHM=%s\n",
-                  world_size, sysconf(_SC_NPROCESSORS_ONLN), o.rounds, o.target_ms, o.min_calls,
-                  o.warmup, std::getenv("GROUPCOORD_CPU_SHM") ? std::getenv("GROUPCOORD_CPU_SHM")
-                                                              : "(unset)");
+      std::printf(
+          "# bench_cpu_collectives: %d ranks, %ld cores, rounds %d, ~%g ms per round per "
+          "path (at least %d calls), warm-up %d calls; GROUPCOORD_CPU_SHM=%s\n",
+          world_size, sysconf(_SC_NPROCESSORS_ONLN), o.rounds, o.target_ms, o.min_calls, o.warmup,
+          std::getenv("GROUPCOORD_CPU_SHM") ? std::getenv("GROUPCOORD_CPU_SHM") : "(unset)");
       std::printf("# load average before: %s\n", load_before.c_str());
-      std::printf("# ratios: ours/MPI = groupcoord time / MPI time; Gloo/ours = raw Gloo time / "
-                  "groupcoord time (the allocating groupcoord call); other = cores kept busy by "
-                  "other processes while the row ran (anything above ~0.1 skews it)\n");
+      std::printf(
+          "# ratios: ours/MPI = groupcoord time / MPI time; Gloo/ours = raw Gloo time / "
+          "groupcoord time (the allocating groupcoord call); other = cores kept busy by "
+          "other processes while the row ran (anything above ~0.1 skews it)\n");
     }
     std::vector<Row> rows;
     for (const std::string& op : o.ops) {

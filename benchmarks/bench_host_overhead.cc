@@ -79,8 +79,8 @@ struct Options {
   int rounds = 9;
   int calls = 200;
   bool symm = false;
-  int timeout_s = 60;  ///< the groups' deadline: a hang ends with an error naming the op
-  bool trace = false;  ///< each rank says on stderr what it is about to time
+  int timeout_s = 60;   ///< the groups' deadline: a hang ends with an error naming the op
+  bool trace = false;   ///< each rank says on stderr what it is about to time
   std::string profile;  ///< raw, comm or nccl: loop that path only (for a profiler)
   double profile_seconds = 5;
   double warmup_s = 3;  ///< 1 rank: raw and comm calls alternating before anything is timed
@@ -136,8 +136,8 @@ ncclDataType_t nccl_type(DType dtype) {
 
 void check_nccl(ncclResult_t result, const char* what) {
   if (result != ncclSuccess) {
-    throw std::runtime_error(std::string("raw NCCL ") + what + " failed: " +
-                             std::to_string(static_cast<int>(result)));
+    throw std::runtime_error(std::string("raw NCCL ") + what +
+                             " failed: " + std::to_string(static_cast<int>(result)));
   }
 }
 
@@ -167,7 +167,8 @@ ncclComm_t raw_split_communicator(const gc::cuda::NcclApi& api, gc::ProcessGroup
   ncclConfig_t nonblocking = NCCL_CONFIG_INITIALIZER;
   nonblocking.blocking = 0;
   ncclComm_t parent = nullptr;
-  const ncclResult_t init = api.CommInitRankConfig(&parent, world.size(), id, world.rank(), &nonblocking);
+  const ncclResult_t init =
+      api.CommInitRankConfig(&parent, world.size(), id, world.rank(), &nonblocking);
   if (init != ncclInProgress) check_nccl(init, "ncclCommInitRankConfig (non-blocking)");
   settle(parent, "ncclCommInitRankConfig (non-blocking)");
   ncclConfig_t blocking = NCCL_CONFIG_INITIALIZER;
@@ -289,14 +290,15 @@ void print_breakdown(cudaStream_t stream, gc::Device device, gc::DeviceCommunica
   // The clocks an operation's deadline could be read from (a VM's clock source decides whether
   // the fine one is a vDSO read or a system call).
   volatile std::int64_t sink = 0;
-  const double fine_clock =
-      per_call([&] { sink = Clock::now().time_since_epoch().count(); });
+  const double fine_clock = per_call([&] { sink = Clock::now().time_since_epoch().count(); });
   const double coarse_clock = per_call([&] { sink = gc::cuda::coarse_steady_nanoseconds(); });
-  std::printf("breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
-              "cuStreamGetId %.0f, cudaEventQuery (completed) %.0f, cudaGetDevice %.0f, Tensor::empty+free (4 KiB, CUDA allocator) %.0f, "
-              "comm.all_reduce(out) of 0 elements %.0f, steady_clock::now %.0f, "
-              "CLOCK_MONOTONIC_COARSE %.0f\n",
-              record, capturing, get_id, query, get_device, empty, checks, fine_clock, coarse_clock);
+  std::printf(
+      "breakdown (ns per call): cudaEventRecord %.0f, cudaStreamIsCapturing %.0f, "
+      "cuStreamGetId %.0f, cudaEventQuery (completed) %.0f, cudaGetDevice %.0f, Tensor::empty+free "
+      "(4 KiB, CUDA allocator) %.0f, "
+      "comm.all_reduce(out) of 0 elements %.0f, steady_clock::now %.0f, "
+      "CLOCK_MONOTONIC_COARSE %.0f\n",
+      record, capturing, get_id, query, get_device, empty, checks, fine_clock, coarse_clock);
   cudaEventDestroy(event);
 }
 
@@ -376,9 +378,10 @@ void warm_up(double seconds, const Body& raw, const Body& comm, cudaStream_t str
   const std::size_t tenth = std::max<std::size_t>(1, raw_us.size() / 10);
   const std::vector<double> first(raw_us.begin(), raw_us.begin() + tenth);
   const std::vector<double> last(raw_us.end() - tenth, raw_us.end());
-  std::printf("warm-up: %.1f s of raw and comm all_reduce(out) 4 KiB bf16 alternating; raw µs per "
-              "call, median of the first tenth %.2f, of the last %.2f\n",
-              seconds, median(first), median(last));
+  std::printf(
+      "warm-up: %.1f s of raw and comm all_reduce(out) 4 KiB bf16 alternating; raw µs per "
+      "call, median of the first tenth %.2f, of the last %.2f\n",
+      seconds, median(first), median(last));
 }
 
 /// Sustained calls (1 rank): the table's rounds of 200 calls hide what the watchdog's passes (every
@@ -397,9 +400,11 @@ void time_sustained(gc::DeviceCommunicator& comm, const gc::cuda::NcclApi& api, 
   constexpr int kRounds = 5;
   std::vector<std::vector<double>> us(bodies.size());
   for (int r = 0; r < kRounds; ++r) {
-    for (std::size_t p = 0; p < bodies.size(); ++p) us[p].push_back(time_blocks(bodies[p], 100, stream));
+    for (std::size_t p = 0; p < bodies.size(); ++p)
+      us[p].push_back(time_blocks(bodies[p], 100, stream));
   }
-  std::printf("sustained all_reduce of 4 KiB bf16 (%d rounds of 20000 calls per path, medians):", kRounds);
+  std::printf("sustained all_reduce of 4 KiB bf16 (%d rounds of 20000 calls per path, medians):",
+              kRounds);
   const double raw_us = median(us[0]);
   for (std::size_t p = 0; p < bodies.size(); ++p) {
     const double m = median(us[p]);
@@ -467,9 +472,10 @@ void time_graph_replays(const Options& o, gc::DeviceCommunicator& comm,
   }
   const double a = median(ours_us), b = median(theirs_us);
   if (world.rank() == 0) {
-    std::printf("graph replay (%d all_reduce(out) of 4 KiB bf16 per graph, %d rounds of %d "
-                "replays): raw NCCL %.2f µs, groupcoord %.2f µs per replay, ratio %.4f\n",
-                kCallsPerGraph, o.rounds, kReplaysPerRound, b, a, a / b);
+    std::printf(
+        "graph replay (%d all_reduce(out) of 4 KiB bf16 per graph, %d rounds of %d "
+        "replays): raw NCCL %.2f µs, groupcoord %.2f µs per replay, ratio %.4f\n",
+        kCallsPerGraph, o.rounds, kReplaysPerRound, b, a, a / b);
   }
   rows.push_back({"graph_replay_100_all_reduce", "4KiB-bf16", "raw", b});
   rows.push_back({"graph_replay_100_all_reduce", "4KiB-bf16", "comm", a});
@@ -487,7 +493,8 @@ int main(int argc, char** argv) {
     return 0;
   }
   try {
-    gc::init_distributed_environment(-1, -1, "env://", -1, "nccl", std::chrono::seconds(o.timeout_s));
+    gc::init_distributed_environment(-1, -1, "env://", -1, "nccl",
+                                     std::chrono::seconds(o.timeout_s));
     const gc::RendezvousResult info = gc::world_info();
     const int n = info.world_size;
     const int rank = info.rank;
@@ -537,30 +544,31 @@ int main(int argc, char** argv) {
     if (!o.profile.empty()) {
       if (n != 1) throw std::runtime_error("--profile runs at 1 rank");
       Tensor x, out;
-  std::tie(x, out) = small_all_reduce_operands(device, stream);
+      std::tie(x, out) = small_all_reduce_operands(device, stream);
       profile_path(o, all_reduce_path(o.profile, *comm, api, raw, *tracked, device, stream, x, out),
                    stream);
     }
     const bool print = rank == 0 && o.profile.empty();
     if (print && n == 1 && o.warmup_s > 0) {
       Tensor x, out;
-  std::tie(x, out) = small_all_reduce_operands(device, stream);
+      std::tie(x, out) = small_all_reduce_operands(device, stream);
       warm_up(o.warmup_s, all_reduce_path("raw", *comm, api, raw, *tracked, device, stream, x, out),
               all_reduce_path("comm", *comm, api, raw, *tracked, device, stream, x, out), stream);
     }
     if (print) {
-      std::printf("bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
-                  "calls, host µs per call (median)\n",
-                  n, gpus, api.version, o.rounds, o.calls);
+      std::printf(
+          "bench_host_overhead: %d rank(s), %d GPU(s) visible, NCCL %d, %d rounds of %d "
+          "calls, host µs per call (median)\n",
+          n, gpus, api.version, o.rounds, o.calls);
       print_breakdown(stream, device, *comm);
       std::printf("%-22s %-10s %9s %9s %9s %9s %9s %9s %9s %9s %9s %8s %9s\n", "op", "size",
                   "raw_us", "split_us", "+event", "+drv", "+write", "nccl_us", "comm_us",
                   "coord_us", "symm_us", "diff_us", "ratio");
     }
     std::vector<Row> rows;
-    const std::vector<Size> sizes =
-        o.profile.empty() ? std::vector<Size>(std::begin(kSizes), std::end(kSizes))
-                          : std::vector<Size>();
+    const std::vector<Size> sizes = o.profile.empty()
+                                        ? std::vector<Size>(std::begin(kSizes), std::end(kSizes))
+                                        : std::vector<Size>();
     for (const Size& size : sizes) {
       const std::int64_t e = size.elements;
       const std::size_t count = static_cast<std::size_t>(e);
@@ -581,59 +589,88 @@ int main(int argc, char** argv) {
         bool symmetric_path = false;
       };
       std::vector<Case> cases = {
-          {"all_reduce", [&](ncclComm_t r) { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
+          {"all_reduce",
+           [&](ncclComm_t r) {
+             api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.all_reduce(x); },
            [&](gc::GroupCoordinator& g) { g.all_reduce(x); }, true},
-          {"all_reduce(out)", [&](ncclComm_t r) { api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
+          {"all_reduce(out)",
+           [&](ncclComm_t r) {
+             api.AllReduce(x.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.all_reduce(x, out_same); },
            [&](gc::GroupCoordinator& g) { g.all_reduce(x, out_same); }, true},
-          {"all_gather", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
+          {"all_gather",
+           [&](ncclComm_t r) {
+             api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0); },
            [&](gc::GroupCoordinator& g) { g.all_gather(x, 0); }, true},
-          {"all_gather(out)", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
+          {"all_gather(out)",
+           [&](ncclComm_t r) {
+             api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.all_gather(x, 0, out_wide); },
            [&](gc::GroupCoordinator& g) { g.all_gather(x, 0, out_wide); }, true},
-          {"reduce_scatter", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
+          {"reduce_scatter",
+           [&](ncclComm_t r) {
+             api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r,
+                               stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0); }, true},
-          {"reduce_scatter(out)", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
+          {"reduce_scatter(out)",
+           [&](ncclComm_t r) {
+             api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r,
+                               stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatter(wide, 0, out_same); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatter(wide, 0, out_same); }, true},
-          {"all_gatherv(uniform)", [&](ncclComm_t r) { api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream); },
+          {"all_gatherv(uniform)",
+           [&](ncclComm_t r) {
+             api.AllGather(x.data_ptr(), out_wide.data_ptr(), count, type, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.all_gatherv(x, 0, uniform); },
            [&](gc::GroupCoordinator& g) { g.all_gatherv(x, 0, uniform); }},
-          {"reduce_scatterv(uniform)", [&](ncclComm_t r) { api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r, stream); },
+          {"reduce_scatterv(uniform)",
+           [&](ncclComm_t r) {
+             api.ReduceScatter(wide.data_ptr(), out_same.data_ptr(), count, type, ncclSum, r,
+                               stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.reduce_scatterv(wide, 0, uniform); },
            [&](gc::GroupCoordinator& g) { g.reduce_scatterv(wide, 0, uniform); }},
-          {"broadcast", [&](ncclComm_t r) { api.Broadcast(x.data_ptr(), x.data_ptr(), count, type, 0, r, stream); },
+          {"broadcast",
+           [&](ncclComm_t r) {
+             api.Broadcast(x.data_ptr(), x.data_ptr(), count, type, 0, r, stream);
+           },
            [&](gc::DeviceCommunicator& c) { c.broadcast(x, 0); },
            [&](gc::GroupCoordinator& g) { g.broadcast(x, 0); }},
       };
       if (n == 2) {
         const bool sender = rank == 0;
-        cases.push_back(
-            {sender ? "send(rank0)" : "recv(rank1)",
-             [&, sender](ncclComm_t r) {
-               if (sender) {
-                 api.Send(x.data_ptr(), count, type, 1, r, stream);
-               } else {
-                 api.Recv(out_same.data_ptr(), count, type, 0, r, stream);
-               }
-             },
-             [&, sender](gc::DeviceCommunicator& c) {
-               if (sender) {
-                 c.send(x, 1);
-               } else {
-                 c.recv({e}, size.dtype, 0);
-               }
-             },
-             [&, sender](gc::GroupCoordinator& g) {
-               if (sender) {
-                 g.send(x, 1);
-               } else {
-                 g.recv({e}, size.dtype, 0);
-               }
-             }});
+        cases.push_back({sender ? "send(rank0)" : "recv(rank1)",
+                         [&, sender](ncclComm_t r) {
+                           if (sender) {
+                             api.Send(x.data_ptr(), count, type, 1, r, stream);
+                           } else {
+                             api.Recv(out_same.data_ptr(), count, type, 0, r, stream);
+                           }
+                         },
+                         [&, sender](gc::DeviceCommunicator& c) {
+                           if (sender) {
+                             c.send(x, 1);
+                           } else {
+                             c.recv({e}, size.dtype, 0);
+                           }
+                         },
+                         [&, sender](gc::GroupCoordinator& g) {
+                           if (sender) {
+                             g.send(x, 1);
+                           } else {
+                             g.recv({e}, size.dtype, 0);
+                           }
+                         }});
       }
       for (const Case& c : cases) {
         std::vector<Body> bodies = {[&] { c.raw(raw); }, [&] { c.comm(*comm); }};
@@ -712,12 +749,10 @@ int main(int argc, char** argv) {
             }
             return b;
           };
-          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %s %s %s %+8.2f %9.3f\n",
-                      c.op.c_str(), size.label, raw_us, cell(split_us), cell(tracked_us),
-                      cell(driver_us), cell(write_us),
-                      cell(nccl_us), cell(comm_us),
-                      cell(coord_us), cell(symm_us), ours - raw_us,
-                      ours / raw_us);
+          std::printf("%-22s %-10s %9.2f %s %s %s %s %s %s %s %s %+8.2f %9.3f\n", c.op.c_str(),
+                      size.label, raw_us, cell(split_us), cell(tracked_us), cell(driver_us),
+                      cell(write_us), cell(nccl_us), cell(comm_us), cell(coord_us), cell(symm_us),
+                      ours - raw_us, ours / raw_us);
         }
       }
     }
@@ -730,9 +765,8 @@ int main(int argc, char** argv) {
       out << "{\"world_size\": " << n << ", \"nccl_version\": " << api.version
           << ", \"rounds\": " << o.rounds << ", \"calls\": " << o.calls << ", \"rows\": [";
       for (std::size_t i = 0; i < rows.size(); ++i) {
-        out << (i ? ", " : "") << "{\"op\": \"" << rows[i].op << "\", \"size\": \""
-            << rows[i].size << "\", \"path\": \"" << rows[i].path << "\", \"us\": " << rows[i].us
-            << "}";
+        out << (i ? ", " : "") << "{\"op\": \"" << rows[i].op << "\", \"size\": \"" << rows[i].size
+            << "\", \"path\": \"" << rows[i].path << "\", \"us\": " << rows[i].us << "}";
       }
       out << "]}\n";
     }

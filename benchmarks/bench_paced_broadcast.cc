@@ -348,9 +348,9 @@ int main(int argc, char** argv) {
       std::printf(
           "# wr mq / wr shm: p50 of the writer's own broadcast_object call (from its stamp to its "
           "return), us\n");
-      std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s | %6s %6s\n",
-                  "size", "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%",
-                  "gloo p50", "gloo p99", "cpu%", "gloo/mq", "shm/mq", "wr mq", "wr shm");
+      std::printf("%8s %9s | %9s %9s %6s | %9s %9s %6s | %9s %9s %6s | %8s %8s | %6s %6s\n", "size",
+                  "pause_us", "mq p50", "mq p99", "cpu%", "shm p50", "shm p99", "cpu%", "gloo p50",
+                  "gloo p99", "cpu%", "gloo/mq", "shm/mq", "wr mq", "wr shm");
     }
     std::ostringstream json;
     json << "{\"ranks\": " << n << ", \"paced\": [";
@@ -372,8 +372,8 @@ int main(int argc, char** argv) {
           std::printf(
               "%8zu %9ld | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %9.1f %9.1f %6.1f | %8.1f "
               "%8.1f | %6.1f %6.1f\n",
-              bytes, pause, row[0], row[1], row[2], row[4], row[5], row[6], row[8], row[9],
-              row[10], row[8] / row[0], row[4] / row[0], row[3], row[7]);
+              bytes, pause, row[0], row[1], row[2], row[4], row[5], row[6], row[8], row[9], row[10],
+              row[8] / row[0], row[4] / row[0], row[3], row[7]);
           std::fflush(stdout);
         }
         json << (first ? "" : ", ") << "{\"bytes\": " << bytes << ", \"pause_us\": " << pause
@@ -419,8 +419,10 @@ int main(int argc, char** argv) {
         ++k;
       }
       json << "}, \"cold_read_256k_p50\": {";
-      std::printf("\n# a cold core: reading 256 KiB (one byte per line) right after the pause, "
-                  "p50 us (back to back: %.1f):", cold_core_read_p50(0, floor_messages));
+      std::printf(
+          "\n# a cold core: reading 256 KiB (one byte per line) right after the pause, "
+          "p50 us (back to back: %.1f):",
+          cold_core_read_p50(0, floor_messages));
       k = 0;
       for (long pause : o.pauses_us) {
         if (pause == 0) continue;

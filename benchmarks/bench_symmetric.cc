@@ -20,8 +20,8 @@
 #include <string>
 #include <vector>
 
-#include "groupcoord/groupcoord.h"
 #include "groupcoord/cuda/stream.h"
+#include "groupcoord/groupcoord.h"
 #include "groupcoord/parallel_state.h"
 #include "groupcoord/world.h"
 
@@ -71,8 +71,8 @@ double time_calls(GroupCoordinator& group, const Op& op, const Tensor& x, int it
 std::unique_ptr<GroupCoordinator> make_group(const char* name, int world_size, int local_rank) {
   std::vector<int> all(world_size);
   std::iota(all.begin(), all.end(), 0);
-  return std::make_unique<GroupCoordinator>(std::vector<std::vector<int>>{all}, local_rank,
-                                            "nccl", true, false, std::string(name));
+  return std::make_unique<GroupCoordinator>(std::vector<std::vector<int>>{all}, local_rank, "nccl",
+                                            true, false, std::string(name));
 }
 
 }  // namespace
@@ -94,7 +94,8 @@ int main(int argc, char** argv) {
     setenv("GROUPCOORD_SYMM_ALL_REDUCE", "always", 1);
     // Room for the largest reduce_scatter (input + output) without falling back; the scratch
     // grows during each size's warm-up.
-    setenv("GROUPCOORD_SYMM_SCRATCH_MAX_BYTES", std::to_string(std::max<std::int64_t>(3 * max_bytes, 64ll << 20)).c_str(), 1);
+    setenv("GROUPCOORD_SYMM_SCRATCH_MAX_BYTES",
+           std::to_string(std::max<std::int64_t>(3 * max_bytes, 64ll << 20)).c_str(), 1);
     auto symmetric = make_group("bench-symmetric", info.world_size, info.local_rank);
     const groupcoord::SymmetricMemoryStats on = symmetric->symmetric_memory_stats();
     const bool print = info.rank == 0;

@@ -1,8 +1,10 @@
-// Check macros that throw with file:line (docs/architecture.md). Engine-side extensions may use them too.
+// Check macros that throw with file:line (docs/architecture.md). Engine-side extensions may use
+// them too.
 //
 //   GC_CHECK(cond, "op ", name, ": bad dim ", dim);  -> std::invalid_argument (the caller's fault)
-//   GC_ASSERT(cond, ...);                            -> std::logic_error (an invariant of ours broke)
-//   GC_THROW(TimeoutError, "waited ", ms, " ms");    -> the named error type, unconditionally
+//   GC_ASSERT(cond, ...);                            -> std::logic_error (an invariant of ours
+//   broke) GC_THROW(TimeoutError, "waited ", ms, " ms");    -> the named error type,
+//   unconditionally
 //
 // Message parts are streamed with operator<<, so call sites can name the group, op and value
 // without building strings by hand. Each macro is a single `do { } while (0)` statement.
@@ -44,19 +46,18 @@ template <typename E, typename... Parts>
   ::groupcoord::detail::throw_error<ErrorType>(__FILE__, __LINE__, nullptr, __VA_ARGS__)
 
 /// Argument check: throws std::invalid_argument when `cond` is false.
-#define GC_CHECK(cond, ...)                                                                    \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      ::groupcoord::detail::throw_error<std::invalid_argument>(__FILE__, __LINE__, #cond,      \
-                                                               __VA_ARGS__);                   \
-    }                                                                                          \
+#define GC_CHECK(cond, ...)                                                               \
+  do {                                                                                    \
+    if (!(cond)) {                                                                        \
+      ::groupcoord::detail::throw_error<std::invalid_argument>(__FILE__, __LINE__, #cond, \
+                                                               __VA_ARGS__);              \
+    }                                                                                     \
   } while (0)
 
 /// Internal invariant: throws std::logic_error when `cond` is false.
-#define GC_ASSERT(cond, ...)                                                                   \
-  do {                                                                                         \
-    if (!(cond)) {                                                                             \
-      ::groupcoord::detail::throw_error<std::logic_error>(__FILE__, __LINE__, #cond,           \
-                                                          __VA_ARGS__);                        \
-    }                                                                                          \
+#define GC_ASSERT(cond, ...)                                                                       \
+  do {                                                                                             \
+    if (!(cond)) {                                                                                 \
+      ::groupcoord::detail::throw_error<std::logic_error>(__FILE__, __LINE__, #cond, __VA_ARGS__); \
+    }                                                                                              \
   } while (0)

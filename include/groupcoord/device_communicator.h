@@ -73,9 +73,9 @@ class DeviceCommunicator {
   /// Concatenation along `dim` of inputs whose `dim` sizes may differ per rank: `sizes[r]` is
   /// rank r's size (std::nullopt: all equal to this rank's). Each input of the list is gathered
   /// separately (same sizes for all); the single-tensor form returns one result.
-  virtual std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim = 0,
-                                          const std::optional<std::vector<std::int64_t>>& sizes =
-                                              std::nullopt) = 0;
+  virtual std::vector<Tensor> all_gatherv(
+      const std::vector<Tensor>& inputs, int dim = 0,
+      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) = 0;
   /// One input (the usual case): by default the list form with one element; the built-in
   /// communicators skip the two vectors that costs.
   virtual Tensor all_gatherv(const Tensor& input, int dim = 0,
@@ -85,9 +85,9 @@ class DeviceCommunicator {
   virtual Tensor reduce_scatter(const Tensor& input, int dim = -1) = 0;
   /// As reduce_scatter with per-rank slice sizes along `dim` (`sizes` sums to the dim's size;
   /// std::nullopt: equal slices). Uniform sizes behave exactly as reduce_scatter.
-  virtual Tensor reduce_scatterv(const Tensor& input, int dim = -1,
-                                 const std::optional<std::vector<std::int64_t>>& sizes =
-                                     std::nullopt) = 0;
+  virtual Tensor reduce_scatterv(
+      const Tensor& input, int dim = -1,
+      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) = 0;
   /// Concatenation along `dim` on rank `dst`; std::nullopt on the other ranks.
   virtual std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) = 0;
   /// Copies `src`'s tensor into `tensor` on every rank, in place; returns `tensor`.

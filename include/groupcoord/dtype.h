@@ -45,7 +45,8 @@ struct DLPackTypeCode {
   std::uint8_t code;
   std::uint8_t bits;
 };
-/// DLPack codes used here: Int 0, UInt 1, Float 2, Bfloat 4, Bool 6, Float8_e4m3fn 10, Float8_e5m2 12.
+/// DLPack codes used here: Int 0, UInt 1, Float 2, Bfloat 4, Bool 6, Float8_e4m3fn 10,
+/// Float8_e5m2 12.
 DLPackTypeCode dtype_to_dlpack(DType dtype);
 /// Maps a DLPack (code, bits, lanes) to a DType; throws std::invalid_argument for types we do not
 /// carry (complex, vector lanes, uint16, ...). Accepts UInt/1-bit-free bool spellings: (Bool, 8).

@@ -2,7 +2,8 @@
 //
 //   std::invalid_argument  bad arguments (Python: ValueError)
 //   TimeoutError           a deadline expired (Python: TimeoutError)
-//   DistributedError       a dead or misbehaving peer, a broken group (Python: groupcoord.DistributedError)
+//   DistributedError       a dead or misbehaving peer, a broken group (Python:
+//   groupcoord.DistributedError)
 #pragma once
 
 #include <stdexcept>

@@ -2,9 +2,9 @@
 // process group owns a Gloo CPU group and a device group (and, with use_device_communicator, a
 // DeviceCommunicator) and runs every collective and point-to-point protocol of vLLM's coordinator.
 //
-// Conventions (docs/architecture.md): method names, parameter order and defaults follow vLLM; Python's
-// None is std::optional; every rank argument (src, dst) is a rank *in the group*; objects travel
-// as Bytes (Python pickles them); tensor dictionaries are TensorDict.
+// Conventions (docs/architecture.md): method names, parameter order and defaults follow vLLM;
+// Python's None is std::optional; every rank argument (src, dst) is a rank *in the group*; objects
+// travel as Bytes (Python pickles them); tensor dictionaries are TensorDict.
 //
 // Collective rule: the constructor and make_sibling_device_group are collective over ALL world
 // ranks (every world rank calls them, in the same order, with the same group_ranks, like
@@ -81,20 +81,20 @@ class GroupCoordinator {
   GroupCoordinator& operator=(const GroupCoordinator&) = delete;
 
   // ---- ranks (vLLM's attributes and properties) -----------------------------------------------
-  int rank() const;                        ///< world rank
-  const std::vector<int>& ranks() const;   ///< world ranks of the group
-  int world_size() const;                  ///< size of the group
-  int local_rank() const;                  ///< rank used to pick the device
+  int rank() const;                       ///< world rank
+  const std::vector<int>& ranks() const;  ///< world ranks of the group
+  int world_size() const;                 ///< size of the group
+  int local_rank() const;                 ///< rank used to pick the device
   int rank_in_group() const;
   const std::string& unique_name() const;  ///< e.g. "tp:0"
   int first_rank() const;                  ///< world rank of the group's first member
   int last_rank() const;
   bool is_first_rank() const;
   bool is_last_rank() const;
-  int next_rank() const;                   ///< world rank of the following member (wraps)
-  int prev_rank() const;                   ///< world rank of the preceding member (wraps)
+  int next_rank() const;  ///< world rank of the following member (wraps)
+  int prev_rank() const;  ///< world rank of the preceding member (wraps)
   const std::vector<std::vector<int>>& group_ranks() const;
-  const std::string& backend() const;      ///< "gloo" or "nccl"
+  const std::string& backend() const;  ///< "gloo" or "nccl"
   Device device() const;
   std::shared_ptr<ProcessGroup> cpu_group() const;
   /// The Gloo device group (gloo backend), else nullptr.
@@ -109,9 +109,9 @@ class GroupCoordinator {
   Tensor all_gather(const Tensor& input, int dim = -1);
   Tensor all_gatherv(const Tensor& input, int dim = 0,
                      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
-  std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim = 0,
-                                  const std::optional<std::vector<std::int64_t>>& sizes =
-                                      std::nullopt);
+  std::vector<Tensor> all_gatherv(
+      const std::vector<Tensor>& inputs, int dim = 0,
+      const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);
   Tensor reduce_scatter(const Tensor& input, int dim = -1);
   Tensor reduce_scatterv(const Tensor& input, int dim = -1,
                          const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt);

@@ -35,6 +35,6 @@
 #include "groupcoord/device_communicator.h"
 #include "groupcoord/group_coordinator.h"
 #include "groupcoord/message_queue.h"
-#include "groupcoord/wait_interrupt.h"
 #include "groupcoord/parallel_state.h"
 #include "groupcoord/tensor_dict.h"
+#include "groupcoord/wait_interrupt.h"

@@ -1,6 +1,6 @@
 // Detects which launcher started this process and what it says about rank and world size.
-// Order (docs/architecture.md): torchrun (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), Open MPI
-// (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK/PMI_SIZE), Slurm (SLURM_PROCID/SLURM_NTASKS/...).
+// Order (docs/architecture.md): torchrun (RANK/WORLD_SIZE/LOCAL_RANK/MASTER_ADDR/MASTER_PORT), Open
+// MPI (OMPI_COMM_WORLD_*), MPICH/Hydra (PMI_RANK/PMI_SIZE), Slurm (SLURM_PROCID/SLURM_NTASKS/...).
 #pragma once
 
 #include <functional>
@@ -20,11 +20,11 @@ struct LauncherEnv {
   std::string launcher = "none";  ///< "torchrun", "openmpi", "mpich", "slurm" or "none"
   int rank = -1;                  ///< world rank
   int world_size = -1;
-  int local_rank = -1;            ///< rank among the processes of this node
-  int local_world_size = -1;      ///< processes on this node
-  std::string job_id;             ///< launcher job identifier (may be empty)
-  std::string master_addr;        ///< MASTER_ADDR, when set
-  int master_port = -1;           ///< MASTER_PORT, when set
+  int local_rank = -1;        ///< rank among the processes of this node
+  int local_world_size = -1;  ///< processes on this node
+  std::string job_id;         ///< launcher job identifier (may be empty)
+  std::string master_addr;    ///< MASTER_ADDR, when set
+  int master_port = -1;       ///< MASTER_PORT, when set
 
   /// True when the launcher says every rank runs on this node.
   bool single_node() const { return local_world_size > 0 && local_world_size == world_size; }

@@ -35,9 +35,9 @@ void log_parts(LogLevel level, const Parts&... parts) {
 }  // namespace groupcoord
 
 /// GC_LOG(Info, "store: listening on ", port);  Arguments are only evaluated when enabled.
-#define GC_LOG(level, ...)                                                                  \
-  do {                                                                                      \
-    if (::groupcoord::LogLevel::level >= ::groupcoord::log_level()) {                       \
-      ::groupcoord::detail::log_parts(::groupcoord::LogLevel::level, __VA_ARGS__);          \
-    }                                                                                       \
+#define GC_LOG(level, ...)                                                         \
+  do {                                                                             \
+    if (::groupcoord::LogLevel::level >= ::groupcoord::log_level()) {              \
+      ::groupcoord::detail::log_parts(::groupcoord::LogLevel::level, __VA_ARGS__); \
+    }                                                                              \
   } while (0)

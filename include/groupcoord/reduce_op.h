@@ -9,9 +9,12 @@ enum class ReduceOp { Sum, Min, Max };
 /// "sum", "min" or "max".
 inline const char* reduce_op_name(ReduceOp op) {
   switch (op) {
-    case ReduceOp::Sum: return "sum";
-    case ReduceOp::Min: return "min";
-    case ReduceOp::Max: return "max";
+    case ReduceOp::Sum:
+      return "sum";
+    case ReduceOp::Min:
+      return "min";
+    case ReduceOp::Max:
+      return "max";
   }
   return "unknown";
 }

@@ -45,10 +45,10 @@ struct RendezvousResult {
   int world_size = -1;
   int local_rank = -1;
   int local_world_size = -1;
-  bool single_node = false;        ///< every rank is on this node (loopback transport is safe)
-  std::string launcher;            ///< as detect_launcher() named it
-  std::string description;         ///< e.g. "single-node rendezvous via /tmp/... -> 127.0.0.1:40211"
-  std::shared_ptr<Store> store;    ///< the world store (keeps an in-process server alive on rank 0)
+  bool single_node = false;      ///< every rank is on this node (loopback transport is safe)
+  std::string launcher;          ///< as detect_launcher() named it
+  std::string description;       ///< e.g. "single-node rendezvous via /tmp/... -> 127.0.0.1:40211"
+  std::shared_ptr<Store> store;  ///< the world store (keeps an in-process server alive on rank 0)
 };
 
 /// Collective over all world ranks: every rank calls it once with matching options.

@@ -8,8 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/bytes.h"
+#include "groupcoord/default_timeout.h"
 
 namespace groupcoord {
 

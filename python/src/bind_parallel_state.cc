@@ -6,8 +6,8 @@
 
 #include "bindings.h"
 #include "blocking_call.h"
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/check.h"
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/parallel_state.h"
 #include "groupcoord/world.h"
 #include "py_message_queue.h"

@@ -89,7 +89,8 @@ size 1, a plain array. ValueError where symmetric memory is off (the reason is i
           "reserve_symmetric_scratch",
           [](const GroupPtr& g, std::int64_t bytes) {
             g->get();
-            run_blocking(BlockingKind::Wait, [g, bytes] { g->get().reserve_symmetric_scratch(bytes); });
+            run_blocking(BlockingKind::Wait,
+                         [g, bytes] { g->get().reserve_symmetric_scratch(bytes); });
           },
           "nbytes"_a, R"doc(
 Collective (same value on every rank): makes the scratch window at least ``nbytes`` now, before

@@ -62,12 +62,12 @@ void order_streams(Device device, std::uintptr_t producer, std::uintptr_t consum
   CurrentDevice current(device);
   cudaEvent_t& event = pool.events[device.index];
   if (event == nullptr) {
-    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate",
-               device);
+    check_cuda(cudaEventCreateWithFlags(&event, cudaEventDisableTiming), "cudaEventCreate", device);
   }
   check_cuda(cudaEventRecord(event, reinterpret_cast<cudaStream_t>(producer)), "cudaEventRecord",
              device);
-  const cudaError_t waited = cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), event, 0);
+  const cudaError_t waited =
+      cudaStreamWaitEvent(reinterpret_cast<cudaStream_t>(consumer), event, 0);
   if (waited != cudaSuccess) {
     // Usually a capture on one side only: say which streams, so that the caller can find them.
     GC_THROW(DistributedError, "ordering two CUDA streams on ", device.str(), ": stream 0x",

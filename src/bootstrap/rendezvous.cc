@@ -47,11 +47,13 @@ void resolve_identity(const RendezvousOptions& options, const LauncherEnv& launc
     out.rank = 0;
     out.world_size = 1;
   }
-  GC_CHECK(out.world_size > 0, "rendezvous: world_size is unknown: pass world_size or start under "
-           "torchrun, mpirun, mpiexec or srun (launcher detected: ", launcher.launcher, ")");
+  GC_CHECK(out.world_size > 0,
+           "rendezvous: world_size is unknown: pass world_size or start under "
+           "torchrun, mpirun, mpiexec or srun (launcher detected: ",
+           launcher.launcher, ")");
   GC_CHECK(out.rank >= 0, "rendezvous: rank is unknown: pass rank or start under a launcher");
-  GC_CHECK(out.rank < out.world_size, "rendezvous: rank ", out.rank, " is out of range for world_size ",
-           out.world_size);
+  GC_CHECK(out.rank < out.world_size, "rendezvous: rank ", out.rank,
+           " is out of range for world_size ", out.world_size);
   GC_CHECK(options.world_size <= 0 || launcher.world_size <= 0 ||
                options.world_size == launcher.world_size,
            "rendezvous: world_size ", options.world_size, " disagrees with the launcher's ",
@@ -85,14 +87,16 @@ void make_private_directory(const std::string& dir) {
              std::strerror(errno));
   }
   struct stat info {};
-  GC_CHECK(::lstat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode), "single-node rendezvous: ",
-           dir, " is not a directory; remove it or set GROUPCOORD_RENDEZVOUS_DIR");
+  GC_CHECK(::lstat(dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode),
+           "single-node rendezvous: ", dir,
+           " is not a directory; remove it or set GROUPCOORD_RENDEZVOUS_DIR");
   GC_CHECK(info.st_uid == ::getuid(), "single-node rendezvous: ", dir,
-           " belongs to another user (uid ", info.st_uid, "); remove it or set "
+           " belongs to another user (uid ", info.st_uid,
+           "); remove it or set "
            "GROUPCOORD_RENDEZVOUS_DIR to a directory of your own");
   if ((info.st_mode & 077) != 0 && ::chmod(dir.c_str(), 0700) != 0) {
-    GC_THROW(DistributedError, "single-node rendezvous: cannot make ", dir, " private: ",
-             std::strerror(errno));
+    GC_THROW(DistributedError, "single-node rendezvous: cannot make ", dir,
+             " private: ", std::strerror(errno));
   }
 }
 
@@ -157,8 +161,8 @@ void wait_for_all_ranks(Store& store, int rank, int world_size, std::chrono::mil
                  " ms (were they started, with the same MASTER_ADDR / MASTER_PORT or init "
                  "method, and the same world size?)");
       }
-      GC_LOG(Warn, "rendezvous: waiting for rank(s) ", missing, " of ", world_size, " at ",
-             where, ", ", now.count(), " s of ",
+      GC_LOG(Warn, "rendezvous: waiting for rank(s) ", missing, " of ", world_size, " at ", where,
+             ", ", now.count(), " s of ",
              std::chrono::duration_cast<std::chrono::seconds>(timeout).count(), " s");
     }
   }
@@ -186,8 +190,8 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
   const std::string job_key = bootstrap_detail::single_node_job_key(launcher);
   const std::string base = bootstrap_detail::rendezvous_base_dir(env);
   make_private_directory(base);
-  std::string dir = base + "/" + job_key + "-" +
-                    std::to_string(next_rendezvous_generation(job_key, out.rank));
+  std::string dir =
+      base + "/" + job_key + "-" + std::to_string(next_rendezvous_generation(job_key, out.rank));
   try {
     return meet_in_directory(dir, env, out, timeout);
   } catch (...) {
@@ -202,8 +206,7 @@ std::shared_ptr<Store> single_node_rendezvous(const LauncherEnv& launcher, const
 // single_node_rendezvous's meeting in `dir`: rank 0 publishes its store's token and address, the
 // others read them and connect; every rank then joins.
 std::shared_ptr<Store> meet_in_directory(const std::string& dir, const EnvLookup& env,
-                                         RendezvousResult& out,
-                                         std::chrono::milliseconds timeout) {
+                                         RendezvousResult& out, std::chrono::milliseconds timeout) {
   // One deadline for reading the address and reaching the server: a rank that starts after rank
   // 0 died must not wait a timeout for each.
   const auto deadline = std::chrono::steady_clock::now() + timeout;
@@ -226,8 +229,8 @@ std::shared_ptr<Store> meet_in_directory(const std::string& dir, const EnvLookup
     } catch (const TimeoutError& e) {
       GC_THROW(TimeoutError, "single-node rendezvous: rank 0 did not publish its store address in ",
                dir, " within ", timeout.count(), " ms. All ranks must be started by the same ",
-               "launcher process on one node; otherwise set MASTER_ADDR and MASTER_PORT. (", e.what(),
-               ")");
+               "launcher process on one node; otherwise set MASTER_ADDR and MASTER_PORT. (",
+               e.what(), ")");
     }
     std::size_t colon = address.rfind(':');
     GC_ASSERT(colon != std::string::npos, "single-node rendezvous: bad address '", address, "'");
@@ -253,8 +256,7 @@ std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, Rendezv
            kTokenEnv, " to the same secret on every rank to require it");
   }
   auto store = connect_tcp_store(host, port, out.rank, timeout, token, timeout);
-  wait_for_all_ranks(*store, out.rank, out.world_size, timeout,
-                     host + ":" + std::to_string(port));
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout, host + ":" + std::to_string(port));
   out.description = "tcp store at " + host + ":" + std::to_string(port);
   return store;
 }
@@ -270,11 +272,13 @@ std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLook
     // secret never leaves the process.
     return tcp_rendezvous("127.0.0.1", 0, out, timeout, generated_token());
   }
-  GC_CHECK(launcher.detected(), "env:// rendezvous needs MASTER_ADDR and MASTER_PORT, or a "
+  GC_CHECK(launcher.detected(),
+           "env:// rendezvous needs MASTER_ADDR and MASTER_PORT, or a "
            "launcher (torchrun, mpirun, mpiexec, srun)");
-  GC_CHECK(launcher.single_node(), "env:// rendezvous: ", launcher.launcher, " reports ",
-           launcher.world_size, " ranks with ", launcher.local_world_size,
-           " on this node; a multi-node job needs MASTER_ADDR and MASTER_PORT (or tcp://host:port)");
+  GC_CHECK(
+      launcher.single_node(), "env:// rendezvous: ", launcher.launcher, " reports ",
+      launcher.world_size, " ranks with ", launcher.local_world_size,
+      " on this node; a multi-node job needs MASTER_ADDR and MASTER_PORT (or tcp://host:port)");
   return single_node_rendezvous(launcher, env, out, timeout);
 }
 

@@ -72,7 +72,8 @@ class CpuCommunicator final : public DeviceCommunicator {
   std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) override;
   Tensor broadcast(const Tensor& tensor, int src = 0) override;
   /// Into `out`: all_reduce and all_gather along dim 0 of a contiguous input allocate nothing;
-  /// reduce_scatter sums into a temporary (Gloo's reduce-scatter is not used, see the file comment).
+  /// reduce_scatter sums into a temporary (Gloo's reduce-scatter is not used, see the file
+  /// comment).
   Tensor all_reduce(const Tensor& input, const Tensor& out) override;
   Tensor all_gather(const Tensor& input, int dim, const Tensor& out) override;
   Tensor reduce_scatter(const Tensor& input, int dim, const Tensor& out) override;

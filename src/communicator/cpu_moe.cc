@@ -6,7 +6,6 @@
 
 namespace groupcoord {
 
-
 DispatchRouterLogitsResult CpuCommunicator::dispatch_router_logits(
     const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel,
     const std::vector<Tensor>& extra_tensors) {
@@ -21,8 +20,7 @@ DispatchResult CpuCommunicator::dispatch(const Tensor& hidden_states, const Tens
                                          const std::vector<Tensor>& extra_tensors) {
   group("dispatch");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, topk_weights, topk_ids, extra_tensors};
-  return comm::dispatch_via(all2all_gather(), hidden_states, topk_weights, topk_ids,
-                            extra_tensors);
+  return comm::dispatch_via(all2all_gather(), hidden_states, topk_weights, topk_ids, extra_tensors);
 }
 
 comm::DispatchGather CpuCommunicator::all2all_gather() {

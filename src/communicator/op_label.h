@@ -1,6 +1,6 @@
 // How the communicator layer names an operation in its error messages: "<group> <op>", e.g.
-// "tp:0 all_gather: dim 3 is out of range for a 3-d tensor" (docs/architecture.md), plus the argument
-// checks every operation shares.
+// "tp:0 all_gather: dim 3 is out of range for a 3-d tensor" (docs/architecture.md), plus the
+// argument checks every operation shares.
 #pragma once
 
 #include <ostream>

@@ -21,9 +21,8 @@ SymmetricMemoryStats GroupCoordinator::symmetric_memory_stats() const {
   s.check_alive("symmetric_memory_stats");
   if (s.communicator == nullptr) {
     SymmetricMemoryStats stats;
-    stats.disabled_reason = s.world_size == 1
-                                ? "world size 1: collectives are bypassed"
-                                : "the group has no device communicator";
+    stats.disabled_reason = s.world_size == 1 ? "world size 1: collectives are bypassed"
+                                              : "the group has no device communicator";
     return stats;
   }
   return s.communicator->symmetric_memory_stats();

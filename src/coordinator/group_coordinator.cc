@@ -9,8 +9,8 @@
 
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
-#include "coordinator/mq_object_broadcaster.h"
 #include "coordinator/group_registry.h"
+#include "coordinator/mq_object_broadcaster.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"

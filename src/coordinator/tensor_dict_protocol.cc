@@ -164,7 +164,8 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
     return tensor_dict;
   }
 
-  const auto metadata = decode_metadata(broadcast_object(std::nullopt, src), comm::to_string(label));
+  const auto metadata =
+      decode_metadata(broadcast_object(std::nullopt, src), comm::to_string(label));
   TensorDict result;
   result.reserve(metadata.size());
   std::vector<Tensor> tensors;  // in dict order, as the source sends them
@@ -268,7 +269,8 @@ IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
   if (s.world_size == 1) return result;
   const int peer = s.resolve_peer(op, "src", src);
 
-  const auto metadata = decode_metadata(recv_object_bytes(*s.cpu_group, peer, comm::to_string(label)), comm::to_string(label));
+  const auto metadata = decode_metadata(
+      recv_object_bytes(*s.cpu_group, peer, comm::to_string(label)), comm::to_string(label));
   auto dict = std::make_shared<TensorDict>();
   dict->reserve(metadata.size());
   result.tensor_dict = dict;

@@ -4,8 +4,8 @@
 #pragma once
 
 #include <cstddef>
-#include <memory>
 #include <cstdint>
+#include <memory>
 #include <string>
 
 namespace groupcoord {

@@ -1,5 +1,5 @@
-// Check macros for CUDA runtime and NCCL calls (docs/architecture.md). Both throw DistributedError with
-// file:line, the failed call, the error's name and text, and the caller's message parts:
+// Check macros for CUDA runtime and NCCL calls (docs/architecture.md). Both throw DistributedError
+// with file:line, the failed call, the error's name and text, and the caller's message parts:
 //
 //   GC_CUDA_CHECK(cudaMallocAsync(&p, n, s), name_, " all_gather: allocating ", n, " bytes");
 //   GC_NCCL_CHECK(api.GroupStart(), name_, " all_gatherv");

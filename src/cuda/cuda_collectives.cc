@@ -70,8 +70,8 @@ Tensor CudaCommunicator::all_gather(const Tensor& input, int dim, const Tensor& 
   nccl(where.op);
   check_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_),
-                     input.dtype(), device_);
+  comm::check_output(where, out, comm::gathered_shape(input.shape(), d, world_size_), input.dtype(),
+                     device_);
   cuda::DeviceGuard guard(device_);
   return gather_uniform(input, d, out);
 }
@@ -172,19 +172,17 @@ Tensor CudaCommunicator::gather_uniform(const Tensor& input, int dim, const Tens
   cudaStream_t stream = current_cuda_stream(device_);
   const cuda::CaptureStatusScope capture(stream, name_, " all_gather");  // asked once per call
   Tensor moved;  // only when dim 0 is not already the front of a compact tensor
-  const Tensor& front = dim == 0 && input.is_contiguous()
-                            ? input
-                            : (moved = comm::move_dim_to_front(input, dim));
+  const Tensor& front =
+      dim == 0 && input.is_contiguous() ? input : (moved = comm::move_dim_to_front(input, dim));
   // Along dim 0 the gathered layout is the result's: NCCL writes straight into `out`.
   const Tensor& direct = dim == 0 ? out : kNoTensor;
   Tensor gathered;
   if (auto routed = symmetric_all_gather(front, direct)) {
     gathered = *routed;
   } else {
-    gathered = direct.defined()
-                   ? direct
-                   : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_),
-                                   front.dtype(), device_);
+    gathered = direct.defined() ? direct
+                                : Tensor::empty(comm::gathered_shape(front.shape(), 0, world_size_),
+                                                front.dtype(), device_);
     if (front.numel() > 0) {
       const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
       const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
@@ -203,9 +201,8 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
   const cuda::CaptureStatusScope capture(stream, name_, " ", where.op);  // asked once per call
   const cuda::NcclSum sum = cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   Tensor moved;
-  const Tensor& front = dim == 0 && input.is_contiguous()
-                            ? input
-                            : (moved = comm::move_dim_to_front(input, dim));
+  const Tensor& front =
+      dim == 0 && input.is_contiguous() ? input : (moved = comm::move_dim_to_front(input, dim));
   const Tensor& direct = dim == 0 ? out : kNoTensor;
   Tensor scattered;
   if (auto routed = symmetric_reduce_scatter(where, front, direct)) {
@@ -218,8 +215,8 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
     if (scattered.numel() > 0) {
       const std::size_t count = static_cast<std::size_t>(scattered.numel());
       nc.enqueue(where.op, stream, [&](const cuda::NcclApi& api, ncclComm_t c) {
-        return api.ReduceScatter(front.data_ptr(), scattered.data_ptr(), count, sum.type, sum.op,
-                                 c, stream);
+        return api.ReduceScatter(front.data_ptr(), scattered.data_ptr(), count, sum.type, sum.op, c,
+                                 stream);
       });
     }
   }
@@ -228,7 +225,7 @@ Tensor CudaCommunicator::scatter_uniform(const comm::OpLabel& where, const Tenso
 
 Tensor CudaCommunicator::finish_front(const Tensor& front, int dim, const Tensor& out) {
   if (out.defined() && front.data_ptr() == out.data_ptr()) return out;  // written in place
-  if (dim == 0 && !out.defined()) return front;                        // already the layout
+  if (dim == 0 && !out.defined()) return front;                         // already the layout
   const Tensor result = comm::move_dim_from_front(front, dim);
   return out.defined() ? comm::write_into(out, result) : result;
 }

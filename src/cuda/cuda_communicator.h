@@ -188,7 +188,8 @@ class CudaCommunicator final : public DeviceCommunicator {
 
   /// Gathers `tensors` (tensors[0] defines the token count) along dim 0 with counts exchanged
   /// over the CPU group; every rank throws when any rank's inputs are invalid.
-  /// dispatch_tensors as the gather of the shared dispatch packing (communicator/dispatch_inputs.h).
+  /// dispatch_tensors as the gather of the shared dispatch packing
+  /// (communicator/dispatch_inputs.h).
   comm::DispatchGather gather_for_dispatch();
   std::vector<Tensor> dispatch_tensors(const char* op, const std::vector<Tensor>& tensors,
                                        const std::vector<std::string>& names);

@@ -31,9 +31,9 @@ const void* stage_input(const Tensor& input, char* slot, bool zero_copy, Device 
 Tensor copy_out(const char* result, Tensor out, const Shape& shape, DType dtype, Device device,
                 cudaStream_t stream, const char* op) {
   if (!out.defined()) out = Tensor::empty(shape, dtype, device);
-  GC_CUDA_CHECK(cudaMemcpyAsync(out.data_ptr(), result, out.nbytes(), cudaMemcpyDeviceToDevice,
-                                stream),
-                op, ": copying the result out of the symmetric scratch");
+  GC_CUDA_CHECK(
+      cudaMemcpyAsync(out.data_ptr(), result, out.nbytes(), cudaMemcpyDeviceToDevice, stream), op,
+      ": copying the result out of the symmetric scratch");
   return out;
 }
 
@@ -62,8 +62,7 @@ std::optional<Tensor> CudaCommunicator::run_symmetric(const char* op, const Tens
 }
 
 bool CudaCommunicator::in_symmetric_pool(const Tensor& tensor) const {
-  return tensor.is_contiguous() &&
-         nccl_->symmetric().in_pool(tensor.data_ptr(), tensor.nbytes());
+  return tensor.is_contiguous() && nccl_->symmetric().in_pool(tensor.data_ptr(), tensor.nbytes());
 }
 
 std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front,
@@ -78,11 +77,10 @@ std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front
   plan.output_shape[0] *= world_size_;
   const cuda::NcclType type = cuda::nccl_move_type(front.dtype(), nc.nccl_version());
   const std::size_t count = static_cast<std::size_t>(front.numel()) * type.scale;
-  return run_symmetric("all_gather", front, plan,
-                       [&](const cuda::NcclApi& api, ncclComm_t c, const void* send, void* recv,
-                           cudaStream_t stream) {
-                         return api.AllGather(send, recv, count, type.type, c, stream);
-                       });
+  return run_symmetric(
+      "all_gather", front, plan,
+      [&](const cuda::NcclApi& api, ncclComm_t c, const void* send, void* recv,
+          cudaStream_t stream) { return api.AllGather(send, recv, count, type.type, c, stream); });
 }
 
 std::optional<Tensor> CudaCommunicator::symmetric_reduce_scatter(const comm::OpLabel& where,

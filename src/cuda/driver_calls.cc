@@ -43,11 +43,11 @@ const DriverEntryPoints& driver() {
 }
 
 static_assert(static_cast<int>(CU_STREAM_CAPTURE_STATUS_NONE) ==
-                  static_cast<int>(cudaStreamCaptureStatusNone) &&
-              static_cast<int>(CU_STREAM_CAPTURE_STATUS_ACTIVE) ==
-                  static_cast<int>(cudaStreamCaptureStatusActive) &&
-              static_cast<int>(CU_STREAM_CAPTURE_STATUS_INVALIDATED) ==
-                  static_cast<int>(cudaStreamCaptureStatusInvalidated),
+                      static_cast<int>(cudaStreamCaptureStatusNone) &&
+                  static_cast<int>(CU_STREAM_CAPTURE_STATUS_ACTIVE) ==
+                      static_cast<int>(cudaStreamCaptureStatusActive) &&
+                  static_cast<int>(CU_STREAM_CAPTURE_STATUS_INVALIDATED) ==
+                      static_cast<int>(cudaStreamCaptureStatusInvalidated),
               "driver and runtime capture states differ");
 
 }  // namespace

@@ -1,9 +1,9 @@
 // The CUDA calls every tracked operation makes (the capture check, the completion event's record
-// and its stream's id), through the driver's entry points: the runtime's wrappers add 0.1-0.3 µs per call on
-// the H200 host (docs/benchmarks/host_overhead.md, the +event and +drv columns), a third of what
-// the watchdog's tracking costs. The runtime call is the fallback whenever the driver's entry
-// point is missing or returns an error, so every error a caller sees is the runtime's own
-// cudaError_t (driver and runtime number their errors differently).
+// and its stream's id), through the driver's entry points: the runtime's wrappers add 0.1-0.3 µs
+// per call on the H200 host (docs/benchmarks/host_overhead.md, the +event and +drv columns), a
+// third of what the watchdog's tracking costs. The runtime call is the fallback whenever the
+// driver's entry point is missing or returns an error, so every error a caller sees is the
+// runtime's own cudaError_t (driver and runtime number their errors differently).
 #pragma once
 
 #include <cuda_runtime_api.h>

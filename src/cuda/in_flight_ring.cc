@@ -40,9 +40,8 @@ cudaError_t InFlightRing::create_events() {
   return cudaSuccess;
 }
 
-InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream,
-                                      std::int64_t enqueued_ns, Tensor& keepalive,
-                                      cudaError_t* error) {
+InFlightRing::Push InFlightRing::push(const char* op, cudaStream_t stream, std::int64_t enqueued_ns,
+                                      Tensor& keepalive, cudaError_t* error) {
   const std::uint64_t tail = tail_.load(std::memory_order_relaxed);
   if (tail - head_.load(std::memory_order_acquire) >= slots_.size()) return Push::kFull;
   Slot& s = slot(tail);
@@ -157,8 +156,7 @@ std::size_t InFlightRing::room() const {
   return slots_.size() - static_cast<std::size_t>(tail - head_.load(std::memory_order_acquire));
 }
 
-std::size_t InFlightRing::release_all(bool all_completed,
-                                      const std::function<void(Tensor)>& keep) {
+std::size_t InFlightRing::release_all(bool all_completed, const std::function<void(Tensor)>& keep) {
   std::lock_guard<std::mutex> lock(consumer_mutex_);
   const std::uint64_t tail = tail_.load(std::memory_order_acquire);
   std::size_t running = 0;

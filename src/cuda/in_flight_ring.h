@@ -72,7 +72,8 @@ class InFlightRing {
   Push push(const char* op, cudaStream_t stream, std::int64_t enqueued_ns, Tensor& keepalive,
             cudaError_t* error);
 
-  // ---- consumers: serialised among themselves; never block the producer --------------------------
+  // ---- consumers: serialised among themselves; never block the producer
+  // --------------------------
   /// Queries the pending entries, releases the completed ones and reports what is left. The
   /// keepalive tensors of completed entries are moved into `released`, for the caller to destroy
   /// once it holds no lock (their deleters may take other locks, e.g. Python's).

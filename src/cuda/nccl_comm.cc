@@ -38,8 +38,7 @@ NcclComm::~NcclComm() {
   }
 }
 
-void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call,
-                       Tensor keepalive) {
+void NcclComm::enqueue(const char* op, cudaStream_t stream, NcclCallRef call, Tensor keepalive) {
   std::vector<Tensor> released;  // destroyed after the lock below is released
   // One lock for the call and its tracking: the ring has one producer at a time. The operation's
   // deadline counts from the start of the call.
@@ -69,15 +68,14 @@ void NcclComm::enqueue_group(const char* op, cudaStream_t stream,
       std::move(keepalive));
 }
 
-ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit,
-                                 NcclCallRef call, bool teardown) {
+ncclResult_t NcclComm::call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
+                                 bool teardown) {
   std::lock_guard<std::mutex> serial(call_mutex_);
   return call_nccl_serialised(op, limit, call, teardown, coarse_steady_nanoseconds());
 }
 
 ncclResult_t NcclComm::call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
-                                            NcclCallRef call, bool teardown,
-                                            std::int64_t now_ns) {
+                                            NcclCallRef call, bool teardown, std::int64_t now_ns) {
   // An operation's fast path: one atomic load says the communicator is usable. Why it is not,
   // and teardown's calls (allowed once destroyed_ is set), take mutex_.
   ncclComm_t comm = teardown ? nullptr : live_comm_.load(std::memory_order_acquire);
@@ -114,8 +112,8 @@ void NcclComm::fail_call(const char* op, ncclResult_t result) {
   const bool refused = result == ncclInvalidArgument || result == ncclInvalidUsage;
   if (state != ncclSuccess || !refused) {
     const ncclResult_t cause = state != ncclSuccess ? state : result;
-    break_locked(false,
-                 std::string(op) + " failed in NCCL: " + nccl_result_text(cause) + last_error_locked());
+    break_locked(false, std::string(op) + " failed in NCCL: " + nccl_result_text(cause) +
+                            last_error_locked());
     throw_broken(op);
   }
   GC_THROW(DistributedError, name_, " ", op, ": NCCL refused the call: ", nccl_result_text(result),
@@ -128,8 +126,8 @@ std::string NcclComm::last_error_locked() const {
   return text != nullptr && *text != '\0' ? std::string(": ") + text : std::string();
 }
 
-void NcclComm::track(const char* op, cudaStream_t stream, std::int64_t now_ns,
-                     Tensor& keepalive, std::vector<Tensor>& released) {
+void NcclComm::track(const char* op, cudaStream_t stream, std::int64_t now_ns, Tensor& keepalive,
+                     std::vector<Tensor>& released) {
   // The operation is enqueued: from here on a failure must not free its buffer.
   try {
     if (stream_is_capturing(stream, name_, " ", op)) return;  // a graph node: nothing runs yet
@@ -162,8 +160,9 @@ void NcclComm::wait_for_ring_room(const char* op, std::vector<Tensor>& released)
     if (in_flight_.room() >= kRingSlack) return;
     check_usable(op);  // the watchdog may have aborted: the oldest operation hung
     if (std::chrono::steady_clock::now() >= deadline) {
-      break_comm(true, std::string(op) + ": the GPU did not complete the oldest of the "
-                       "operations in flight within the group's timeout");
+      break_comm(true, std::string(op) +
+                           ": the GPU did not complete the oldest of the "
+                           "operations in flight within the group's timeout");
       check_usable(op);
     }
     poll_pause(round);

@@ -1,5 +1,6 @@
 // NcclComm: one NCCL communicator over the ranks of a Gloo ProcessGroup, with a watchdog so that
-// nothing waits forever (docs/architecture.md), and a hot path that costs what a raw NCCL call costs.
+// nothing waits forever (docs/architecture.md), and a hot path that costs what a raw NCCL call
+// costs.
 //
 // Why blocking: NCCL runs every group of a non-blocking communicator (blocking = 0) on a thread
 // it creates for that call and returns ncclInProgress, so each collective paid a thread creation
@@ -73,8 +74,7 @@ using NcclCall = std::function<ncclResult_t(const NcclApi& api, ncclComm_t comm)
 /// is passed to.
 class NcclCallRef {
  public:
-  template <typename F,
-            typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, NcclCallRef>>>
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, NcclCallRef>>>
   NcclCallRef(F&& call)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
       : callable_(const_cast<void*>(static_cast<const void*>(std::addressof(call)))),
         invoke_([](void* callable, const NcclApi& api, ncclComm_t comm) {
@@ -119,12 +119,12 @@ class NcclComm {
   SymmetricMemory& symmetric() const { return *symmetric_; }
 
   /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
-  /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU group that all of them register the same size (an
-  /// std::invalid_argument on every rank otherwise), then NCCL's call is watched against the
-  /// timeout. DistributedError when NCCL registers nothing (it refuses windows for this
-  /// communicator) or fails. Not during CUDA graph capture.
-  /// `ready` false (this rank could not allocate the memory) makes every rank throw after the
-  /// meeting, so that no rank enters NCCL's registration alone.
+  /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU
+  /// group that all of them register the same size (an std::invalid_argument on every rank
+  /// otherwise), then NCCL's call is watched against the timeout. DistributedError when NCCL
+  /// registers nothing (it refuses windows for this communicator) or fails. Not during CUDA graph
+  /// capture. `ready` false (this rank could not allocate the memory) makes every rank throw after
+  /// the meeting, so that no rank enters NCCL's registration alone.
   ncclWindow_t register_window(void* data, std::size_t bytes, int flags, const char* op,
                                bool ready = true);
   /// Drops the in-flight entries whose work has completed (releasing their keepalive tensors)
@@ -133,9 +133,10 @@ class NcclComm {
 
   /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
   /// the operation completes. The caller has made device() current (its DeviceGuard: one per
-  /// call, not one per layer, on the hot path). Throws when the communicator is broken or destroyed, when NCCL
-  /// reports an error (DistributedError; the communicator is aborted if NCCL says it is broken)
-  /// or when the call stays inside NCCL past the timeout (TimeoutError, aborted).
+  /// call, not one per layer, on the hot path). Throws when the communicator is broken or
+  /// destroyed, when NCCL reports an error (DistributedError; the communicator is aborted if NCCL
+  /// says it is broken) or when the call stays inside NCCL past the timeout (TimeoutError,
+  /// aborted).
   void enqueue(const char* op, cudaStream_t stream, NcclCallRef call, Tensor keepalive = {});
   /// As enqueue() for several calls between ncclGroupStart and ncclGroupEnd.
   void enqueue_group(const char* op, cudaStream_t stream, const std::vector<NcclCall>& calls,
@@ -189,7 +190,8 @@ class NcclComm {
   /// destroy() may still use it) or was broken during it.
   ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
                          bool teardown = false);
-  /// call_nccl for a caller that holds call_mutex_; `now_ns` is coarse_steady_nanoseconds() at the call.
+  /// call_nccl for a caller that holds call_mutex_; `now_ns` is coarse_steady_nanoseconds() at the
+  /// call.
   ncclResult_t call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
                                     NcclCallRef call, bool teardown, std::int64_t now_ns);
   /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted

@@ -188,8 +188,10 @@ ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
     if (std::chrono::steady_clock::now() >= deadline) {
       api_->CommAbort(parent);  // also stops the child's initialisation
       GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
-               size_, " on ", device_.str(), ", the blocking communicator) did not complete "
-               "within ", timeout_.count(), " ms; did every rank of the group create it?");
+               size_, " on ", device_.str(),
+               ", the blocking communicator) did not complete "
+               "within ",
+               timeout_.count(), " ms; did every rank of the group create it?");
     }
     poll_pause(round);
     api_->CommGetAsyncError(parent, &state);
@@ -200,8 +202,10 @@ ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
     if (api_->GetLastError != nullptr) detail = api_->GetLastError(parent);
     api_->CommAbort(parent);
     GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
-             " of ", size_, " on ", device_.str(), ", splitting off the blocking communicator) "
-             "failed: ", nccl_result_text(state), detail.empty() ? "" : ": ", detail);
+             " of ", size_, " on ", device_.str(),
+             ", splitting off the blocking communicator) "
+             "failed: ",
+             nccl_result_text(state), detail.empty() ? "" : ": ", detail);
   }
   return child;
 }

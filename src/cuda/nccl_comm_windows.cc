@@ -53,8 +53,10 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
   } catch (const TimeoutError& e) {
     // A peer that never joins this op: the communicator is as unusable as after a hung NCCL
     // call, and the error names the op (not only the CPU group's step).
-    break_comm(true, std::string(op) + " did not start: a peer did not join the window "
-                     "registration within the group's timeout (" + e.what() + ")");
+    break_comm(true, std::string(op) +
+                         " did not start: a peer did not join the window "
+                         "registration within the group's timeout (" +
+                         e.what() + ")");
     check_usable(op);
   }
   for (int r = 0; r < size_; ++r) {
@@ -71,10 +73,9 @@ ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags,
   }
   DeviceGuard guard(device_);
   ncclWindow_t window = nullptr;
-  const ncclResult_t result =
-      call_nccl(op, timeout_, [&](const NcclApi& api, ncclComm_t comm) {
-        return api.CommWindowRegister(comm, data, bytes, &window, flags);
-      });
+  const ncclResult_t result = call_nccl(op, timeout_, [&](const NcclApi& api, ncclComm_t comm) {
+    return api.CommWindowRegister(comm, data, bytes, &window, flags);
+  });
   if (result != ncclSuccess) fail_call(op, result);
   GC_CHECK(window != nullptr, name_, " ", op, ": ncclCommWindowRegister registered nothing for ",
            bytes, " bytes");
@@ -122,8 +123,8 @@ void NcclComm::release_windows(std::vector<RegisteredWindow>& windows,
       GC_LOG(Warn, name_, ": ", e.what());
     }
     if (state != ncclSuccess) {
-      GC_LOG(Warn, name_, ": deregistering a symmetric window failed (",
-             nccl_result_text(state), "); its memory is kept");
+      GC_LOG(Warn, name_, ": deregistering a symmetric window failed (", nccl_result_text(state),
+             "); its memory is kept");
       std::vector<RegisteredWindow> kept;
       kept.push_back(std::move(window));
       keep_windows_forever(std::move(kept));

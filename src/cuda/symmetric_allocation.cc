@@ -11,8 +11,7 @@ namespace groupcoord {
 namespace cuda {
 
 std::shared_ptr<SymmetricAllocation> SymmetricAllocation::allocate(const NcclApi& api,
-                                                                   Device device,
-                                                                   std::size_t bytes,
+                                                                   Device device, std::size_t bytes,
                                                                    const std::string& who) {
   GC_CHECK(api.MemAlloc != nullptr, who, ": the loaded NCCL has no ncclMemAlloc");
   DeviceGuard guard(device);

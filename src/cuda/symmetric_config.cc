@@ -32,8 +32,7 @@ std::int64_t env_bytes(const char* name, std::int64_t fallback) {
   } catch (const std::exception&) {
     used = 0;
   }
-  GC_CHECK(used == text.size() && value > 0, name, "=", text,
-           " is not a positive number of bytes");
+  GC_CHECK(used == text.size() && value > 0, name, "=", text, " is not a positive number of bytes");
   return value;
 }
 
@@ -69,8 +68,9 @@ SymmetricSettings read_symmetric_settings() {
   s.pool_bytes = env_bytes("GROUPCOORD_SYMM_POOL_BYTES", s.pool_bytes);
   s.all_reduce = env_routing("GROUPCOORD_SYMM_ALL_REDUCE");
   s.window_flags = env_window_flags("GROUPCOORD_SYMM_WINDOW_FLAGS");
-  GC_CHECK(s.scratch_bytes <= s.scratch_max_bytes, "GROUPCOORD_SYMM_SCRATCH_BYTES=",
-           s.scratch_bytes, " exceeds GROUPCOORD_SYMM_SCRATCH_MAX_BYTES=", s.scratch_max_bytes);
+  GC_CHECK(s.scratch_bytes <= s.scratch_max_bytes,
+           "GROUPCOORD_SYMM_SCRATCH_BYTES=", s.scratch_bytes,
+           " exceeds GROUPCOORD_SYMM_SCRATCH_MAX_BYTES=", s.scratch_max_bytes);
   return s;
 }
 
@@ -88,11 +88,12 @@ std::string symmetric_refusal(const SymmetricSettings& settings,
   if (!caps.cumem_supported) return "the device does not support cuMem (virtual memory management)";
   if (!caps.window_probe.empty()) {
     std::string why = std::string("NCCL cannot register a ") +
-                      window_flags_name(settings.window_flags) +
-                      " window on this GPU (" + caps.window_probe + ")";
+                      window_flags_name(settings.window_flags) + " window on this GPU (" +
+                      caps.window_probe + ")";
     if (settings.window_flags == NCCL_WIN_COLL_SYMMETRIC) {
-      why += "; this NCCL may lack symmetric kernels for the GPU: "
-             "GROUPCOORD_SYMM_WINDOW_FLAGS=default registers plain windows instead";
+      why +=
+          "; this NCCL may lack symmetric kernels for the GPU: "
+          "GROUPCOORD_SYMM_WINDOW_FLAGS=default registers plain windows instead";
     }
     return why;
   }

@@ -51,9 +51,9 @@ struct SymmetricSettings {
 
 /// What this process can do, independent of the environment.
 struct SymmetricCapabilities {
-  int nccl_version = 0;         ///< ncclGetVersion of the loaded library
-  bool has_window_api = false;  ///< ncclMemAlloc and ncclCommWindowRegister are present
-  bool cumem_supported = false; ///< the device supports virtual memory management (cuMem)
+  int nccl_version = 0;          ///< ncclGetVersion of the loaded library
+  bool has_window_api = false;   ///< ncclMemAlloc and ncclCommWindowRegister are present
+  bool cumem_supported = false;  ///< the device supports virtual memory management (cuMem)
   /// "" when a window with the settings' flags registered on a probe communicator, else why not
   /// (symmetric_probe.h).
   std::string window_probe;

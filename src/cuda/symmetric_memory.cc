@@ -53,9 +53,12 @@ void SymmetricMemory::agree(const NcclApi& api) {
     local_reason = e.what();
     status = kBadSettings;
   }
-  const std::int64_t mine[kAgreementFields] = {
-      status, settings_.scratch_bytes, settings_.scratch_max_bytes, settings_.pool_bytes,
-      static_cast<std::int64_t>(settings_.all_reduce), settings_.window_flags};
+  const std::int64_t mine[kAgreementFields] = {status,
+                                               settings_.scratch_bytes,
+                                               settings_.scratch_max_bytes,
+                                               settings_.pool_bytes,
+                                               static_cast<std::int64_t>(settings_.all_reduce),
+                                               settings_.window_flags};
   std::vector<std::int64_t> all(static_cast<std::size_t>(group.size()) * kAgreementFields);
   group.all_gather(mine, all.data(), kAgreementFields, DType::Int64);
 
@@ -80,13 +83,13 @@ void SymmetricMemory::agree(const NcclApi& api) {
   }
   enabled_ = disabled_reason_.empty();
   if (enabled_.load()) {
-    GC_LOG(Info, owner_.name(), ": NCCL symmetric memory on (", window_flags_name(settings_.window_flags),
-           " windows, scratch ",
+    GC_LOG(Info, owner_.name(), ": NCCL symmetric memory on (",
+           window_flags_name(settings_.window_flags), " windows, scratch ",
            settings_.scratch_bytes >> 20, " MiB, up to ", settings_.scratch_max_bytes >> 20,
            " MiB; all_reduce routing: ", all_reduce_routing_name(settings_.all_reduce), ")");
   } else if (settings_.requested) {
-    GC_LOG(Warn, owner_.name(), ": NCCL symmetric memory refused, using the regular path: ",
-           disabled_reason_);
+    GC_LOG(Warn, owner_.name(),
+           ": NCCL symmetric memory refused, using the regular path: ", disabled_reason_);
   }
   pool_ = nullptr;  // created lazily by the first symmetric_empty (symmetric_pool.cc)
 }
@@ -162,9 +165,8 @@ std::vector<RegisteredWindow> SymmetricMemory::take_windows() {
   for (auto& entry : windows_) windows.push_back(std::move(entry.second));
   windows_.clear();
   // Newest first, the same order on every rank (registration order is collective).
-  std::sort(windows.begin(), windows.end(), [](const auto& a, const auto& b) {
-    return a.sequence > b.sequence;
-  });
+  std::sort(windows.begin(), windows.end(),
+            [](const auto& a, const auto& b) { return a.sequence > b.sequence; });
   enabled_ = false;
   if (disabled_reason_.empty()) disabled_reason_ = "the communicator was destroyed";
   scratch_ = nullptr;
@@ -210,15 +212,14 @@ SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStr
   std::unique_lock<std::mutex> lock(scratch_mutex_);
   const bool capturing = stream_is_capturing(stream, owner_.name(), " ", op);
   const std::size_t current = scratch_ ? scratch_->size() : 0;
-  const auto wanted = scratch_size_for(current, bytes, settings_.scratch_bytes,
-                                       settings_.scratch_max_bytes);
+  const auto wanted =
+      scratch_size_for(current, bytes, settings_.scratch_bytes, settings_.scratch_max_bytes);
   const bool fits = wanted.has_value() && *wanted == current && current > 0;
   if (!fits && (capturing || !wanted.has_value())) {
     std::lock_guard<std::mutex> counters(mutex_);
     ++counters_.fallbacks;
     GC_LOG(Debug, owner_.name(), " ", op, ": ", bytes, " bytes of scratch ",
-           capturing ? "not available during graph capture" : "above the limit",
-           "; regular path");
+           capturing ? "not available during graph capture" : "above the limit", "; regular path");
     return lease;
   }
   if (!fits) grow_scratch_locked(*wanted, op);
@@ -237,8 +238,8 @@ SymmetricMemory::Lease SymmetricMemory::lease_scratch(std::size_t bytes, cudaStr
 void SymmetricMemory::reserve_scratch(std::size_t bytes) {
   const char* op = "reserve_symmetric_scratch";
   bytes = std::max<std::size_t>(bytes, 1);
-  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (",
-           disabled_reason_, ")");
+  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (", disabled_reason_,
+           ")");
   std::unique_lock<std::mutex> lock(scratch_mutex_);
   const std::size_t current = scratch_ ? scratch_->size() : 0;
   const auto wanted =
@@ -247,16 +248,15 @@ void SymmetricMemory::reserve_scratch(std::size_t bytes) {
            " bytes exceed GROUPCOORD_SYMM_SCRATCH_MAX_BYTES=", settings_.scratch_max_bytes);
   if (*wanted == current && current > 0) return;
   GC_CHECK(!stream_is_capturing(current_cuda_stream(owner_.device()), owner_.name(), " ", op),
-           owner_.name(), " ", op,
-           ": cannot register a window during CUDA graph capture");
+           owner_.name(), " ", op, ": cannot register a window during CUDA graph capture");
   grow_scratch_locked(*wanted, op);
 }
 
 void SymmetricMemory::grow_scratch_locked(std::size_t bytes, const char* op) {
   DeviceGuard guard(owner_.device());
   if (scratch_event_ == nullptr) {
-    GC_CUDA_CHECK(cudaEventCreateWithFlags(&scratch_event_, cudaEventDisableTiming),
-                  owner_.name(), " ", op, ": creating the scratch event");
+    GC_CUDA_CHECK(cudaEventCreateWithFlags(&scratch_event_, cudaEventDisableTiming), owner_.name(),
+                  " ", op, ": creating the scratch event");
   }
   auto memory = allocate_window(bytes, op, "scratch");
   // Graphs captured earlier may still point at the old scratch: keep it until destroy.

@@ -91,8 +91,8 @@ void SymmetricMemory::release_agreed_blocks(std::size_t bytes, const char* op) {
 
 Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
   const char* op = "symmetric_empty";
-  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (",
-           disabled_reason_, ")");
+  GC_CHECK(enabled_.load(), owner_.name(), " ", op, ": symmetric memory is off (", disabled_reason_,
+           ")");
   const std::size_t bytes = byte_size(owner_.name() + " " + op, shape, dtype);
   {
     std::lock_guard<std::mutex> lock(mutex_);
@@ -110,10 +110,9 @@ Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
     GC_CHECK(!capturing, owner_.name(), " ", op, ": ", bytes,
              " bytes need a new window, which cannot be registered during CUDA graph capture; "
              "allocate symmetric tensors before capturing");
-    const std::size_t window =
-        std::max<std::size_t>(static_cast<std::size_t>(settings_.pool_bytes),
-                              (bytes + kScratchGranularity - 1) / kScratchGranularity *
-                                  kScratchGranularity);
+    const std::size_t window = std::max<std::size_t>(
+        static_cast<std::size_t>(settings_.pool_bytes),
+        (bytes + kScratchGranularity - 1) / kScratchGranularity * kScratchGranularity);
     auto memory = allocate_window(window, op, "pool");
     std::lock_guard<std::mutex> lock(pool_->mutex);
     pool_->segments.push_back(memory);
@@ -132,11 +131,10 @@ Tensor SymmetricMemory::empty(const Shape& shape, DType dtype, bool capturing) {
   void* data = static_cast<char*>(segment->data()) + block->offset;
   std::shared_ptr<PoolState> pool = pool_;
   const std::int64_t id = block->id;
-  return Tensor::from_blob(data, shape, dtype, owner_.device(),
-                           [pool, segment, id](void*) {
-                             std::lock_guard<std::mutex> lock(pool->mutex);
-                             pool->given_back.push_back(id);
-                           });
+  return Tensor::from_blob(data, shape, dtype, owner_.device(), [pool, segment, id](void*) {
+    std::lock_guard<std::mutex> lock(pool->mutex);
+    pool->given_back.push_back(id);
+  });
 }
 
 }  // namespace cuda

@@ -13,8 +13,7 @@ std::size_t align_up(std::size_t value, std::size_t alignment) {
 
 }  // namespace
 
-ScratchLayout all_gather_layout(std::size_t input_bytes, int world_size, int rank,
-                                bool zero_copy) {
+ScratchLayout all_gather_layout(std::size_t input_bytes, int world_size, int rank, bool zero_copy) {
   ScratchLayout layout;
   layout.output_offset = 0;
   layout.input_offset = zero_copy ? 0 : static_cast<std::size_t>(rank) * input_bytes;

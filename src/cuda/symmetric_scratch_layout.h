@@ -38,9 +38,9 @@ ScratchLayout reduce_scatter_layout(std::size_t output_bytes, int world_size, bo
 ScratchLayout all_reduce_layout(std::size_t bytes, bool zero_copy);
 
 /// The scratch size to use for a call that needs `needed` bytes when the scratch has `current`
-/// (0: none yet): `current` when there is one and it fits; else the larger of `initial`, `needed` and twice
-/// `current`, rounded up to kScratchGranularity and capped at `limit`; std::nullopt when `needed`
-/// exceeds `limit` (the call takes the regular path).
+/// (0: none yet): `current` when there is one and it fits; else the larger of `initial`, `needed`
+/// and twice `current`, rounded up to kScratchGranularity and capped at `limit`; std::nullopt when
+/// `needed` exceeds `limit` (the call takes the regular path).
 std::optional<std::size_t> scratch_size_for(std::size_t current, std::size_t needed,
                                             std::size_t initial, std::size_t limit);
 

@@ -159,13 +159,12 @@ void ProcessGroup::all_reduce(const void* in, void* out, std::size_t count, DTyp
               [&] { gloo_allreduce_any(context, out, count, element, fn, tag, s.timeout); });
 }
 
-void ProcessGroup::reduce_scatter(const void* in, void* out,
-                                  const std::vector<std::size_t>& counts, DType dtype,
-                                  ReduceOp op) {
+void ProcessGroup::reduce_scatter(const void* in, void* out, const std::vector<std::size_t>& counts,
+                                  DType dtype, ReduceOp op) {
   State& s = *state_;
   const std::string& label = s.health->label();
-  GC_CHECK(counts.size() == static_cast<std::size_t>(s.size), label, ": reduce_scatter: ",
-           counts.size(), " counts for a group of ", s.size);
+  GC_CHECK(counts.size() == static_cast<std::size_t>(s.size), label,
+           ": reduce_scatter: ", counts.size(), " counts for a group of ", s.size);
   const std::size_t total = std::accumulate(counts.begin(), counts.end(), std::size_t{0});
   const std::size_t mine = counts[s.rank];
   const std::size_t element = dtype_size(dtype);

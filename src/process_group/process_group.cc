@@ -73,8 +73,8 @@ void connect_full_mesh_within(std::shared_ptr<gloo::rendezvous::Context> context
     done->set_value(connect_full_mesh(*context, *store, device));
   }).detach();
   if (result.wait_for(timeout + kGlooFirst) != std::future_status::ready) {
-    GC_THROW(TimeoutError, "the connections to every peer were not made within ",
-             timeout.count(), " ms");
+    GC_THROW(TimeoutError, "the connections to every peer were not made within ", timeout.count(),
+             " ms");
   }
   const MeshOutcome outcome = result.get();
   switch (outcome.kind) {

@@ -1,5 +1,5 @@
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/world.h"
+#include "groupcoord/default_timeout.h"
 
 #include <mutex>
 

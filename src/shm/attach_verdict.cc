@@ -39,8 +39,9 @@ void raise_on_failure(const std::string& op, const std::string& group,
     if (verdict[r] == kAttachRemote) remote.push_back(static_cast<int>(r));
     if (verdict[r] == kAttachFailed) failed.push_back(static_cast<int>(r));
   }
-  GC_CHECK(remote_allowed || remote.empty(), "MessageQueue.", op, " on group '", group, "': group rank(s) ",
-           ranks_text(remote), " cannot open the shared memory of the ", anchor_role,
+  GC_CHECK(remote_allowed || remote.empty(), "MessageQueue.", op, " on group '", group,
+           "': group rank(s) ", ranks_text(remote), " cannot open the shared memory of the ",
+           anchor_role,
            anchor >= 0 ? " (group rank " + std::to_string(anchor) + ")" : std::string(),
            ": another node, or another /dev/shm (or an external writer that is gone); only "
            "create_from_process_group with a writer of the group serves readers on other nodes");

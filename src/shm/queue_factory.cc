@@ -113,8 +113,10 @@ void agree_on_connections(ProcessGroup& group, const std::string& name, const ch
   }
   if (failed.empty()) return;
   if (!error.empty()) GC_LOG(Error, error);
-  GC_THROW(DistributedError, name, ": connecting the ", who, " on other nodes failed on group "
-           "rank(s) ", failed, error.empty() ? std::string(" (see their log)") : ": " + error);
+  GC_THROW(DistributedError, name, ": connecting the ", who,
+           " on other nodes failed on group "
+           "rank(s) ",
+           failed, error.empty() ? std::string(" (see their log)") : ": " + error);
 }
 
 /// Connects the readers that cannot map the writer's segment (`remote`, group ranks: on other
@@ -171,12 +173,12 @@ void connect_remote_writers(ProcessGroup& group, const std::string& name, int re
     for (int w : remote) {
       const std::string writer = "rank " + std::to_string(w);
       if (endpoints[w].ok == 0) {
-        error = name + ": the writer (" + writer + ") cannot serve a reader on another node: " +
-                endpoints[w].error;
+        error = name + ": the writer (" + writer +
+                ") cannot serve a reader on another node: " + endpoints[w].error;
         break;
       }
-      inboxes[w] = std::make_unique<shm::RemoteInbox>(name, writer, endpoints[w], me, deadline,
-                                                      &error);
+      inboxes[w] =
+          std::make_unique<shm::RemoteInbox>(name, writer, endpoints[w], me, deadline, &error);
       if (!error.empty()) break;
     }
   }
@@ -342,9 +344,9 @@ std::unique_ptr<MessageQueue> MessageQueue::create_from_process_group(
     impl = Impl::make_writer(name, writer_rank, readers, max_chunk_bytes, max_chunks,
                              group->timeout(), std::move(ring), std::move(fanout));
   } else if (inbox) {
-    impl = Impl::make_remote_reader(name, writer_rank, readers, index,
-                                    readers.size() - remote.size(), max_chunk_bytes, max_chunks,
-                                    group->timeout(), std::move(inbox));
+    impl =
+        Impl::make_remote_reader(name, writer_rank, readers, index, readers.size() - remote.size(),
+                                 max_chunk_bytes, max_chunks, group->timeout(), std::move(inbox));
   } else {
     impl = Impl::make_reader(name, writer_rank, readers, index, group->timeout(), std::move(ring));
     impl->n_local_reader = readers.size() - remote.size();
@@ -397,9 +399,9 @@ std::vector<std::unique_ptr<MessageQueue>> MessageQueue::create_from_process_gro
   std::unique_ptr<shm::RemoteFanout> fanout;
   std::vector<std::unique_ptr<shm::RemoteInbox>> inboxes;
   if (!remote.empty()) {
-    connect_remote_writers(*group, "mq[" + group->name() + " -> reader " +
-                                       std::to_string(reader_rank) + "]",
-                           reader_rank, remote, fanout, inboxes);
+    connect_remote_writers(
+        *group, "mq[" + group->name() + " -> reader " + std::to_string(reader_rank) + "]",
+        reader_rank, remote, fanout, inboxes);
   }
 
   for (int w = 0; w < n; ++w) {

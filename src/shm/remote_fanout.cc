@@ -141,16 +141,16 @@ bool RemoteFanout::serves(int rank) const {
 
 void RemoteFanout::send(const Bytes& message, const Deadline& deadline) {
   if (broken_) {
-    GC_THROW(DistributedError, label_, ": enqueue: the queue is broken (the connection to a "
+    GC_THROW(DistributedError, label_,
+             ": enqueue: the queue is broken (the connection to a "
              "remote reader failed in an earlier enqueue)");
   }
   const auto until = store_internal::deadline_after(deadline.remaining());
   const std::uint64_t length = message.size();
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     int err = 0;
-    IoStatus status = store_internal::send_all(connections_[i].get(),
-                                               reinterpret_cast<const char*>(&length),
-                                               sizeof length, until, &err);
+    IoStatus status = store_internal::send_all(
+        connections_[i].get(), reinterpret_cast<const char*>(&length), sizeof length, until, &err);
     if (status == IoStatus::kOk && length > 0) {
       status = store_internal::send_all(connections_[i].get(), message.data(), message.size(),
                                         until, &err);

@@ -22,7 +22,7 @@ namespace shm {
 
 /// What the writer broadcasts to every rank of the group (fixed size, plain bytes).
 struct RemoteEndpoint {
-  char host[64] = {};   ///< numeric address the remote readers connect to
+  char host[64] = {};  ///< numeric address the remote readers connect to
   std::int32_t port = 0;
   std::int32_t ok = 0;  ///< 0: the writer could not listen (error says why)
   std::uint64_t token = 0;

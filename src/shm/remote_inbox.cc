@@ -47,8 +47,7 @@ RemoteInbox::RemoteInbox(std::string label, std::string writer, const RemoteEndp
   }
 }
 
-bool RemoteInbox::fill(char* data, std::size_t size, std::size_t* have,
-                       const Deadline& deadline) {
+bool RemoteInbox::fill(char* data, std::size_t size, std::size_t* have, const Deadline& deadline) {
   while (*have < size) {
     const ssize_t n = ::recv(fd_.get(), data + *have, size - *have, 0);
     if (n > 0) {

@@ -1,6 +1,6 @@
 // Namespaced view of another Store (see groupcoord/prefix_store.h).
-#include "groupcoord/default_timeout.h"
 #include "groupcoord/prefix_store.h"
+#include "groupcoord/default_timeout.h"
 
 #include <utility>
 

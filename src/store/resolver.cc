@@ -43,7 +43,8 @@ AddrInfoPtr resolve_before(const std::string& host, int port, bool passive, Time
   addrinfo* result = nullptr;
   int rc = getaddrinfo(node, service.c_str(), &numeric, &result);
   if (rc == 0) return AddrInfoPtr(result, &freeaddrinfo);
-  if (rc != EAI_NONAME) return failed(error, std::string("cannot resolve host: ") + gai_strerror(rc));
+  if (rc != EAI_NONAME)
+    return failed(error, std::string("cannot resolve host: ") + gai_strerror(rc));
 
   auto lookup = std::make_shared<Lookup>();
   std::thread([lookup, host, service, passive] {

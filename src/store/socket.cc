@@ -126,8 +126,8 @@ UniqueFd listen_tcp(const std::string& host, int port, int backlog) {
   const std::string where = format_endpoint(host, port);
   std::string error;
   // Binding resolves a local address: bounded like everything else, generously.
-  AddrInfoPtr addrs =
-      resolve_before(host, port, /*passive=*/true, deadline_after(std::chrono::seconds(30)), &error);
+  AddrInfoPtr addrs = resolve_before(host, port, /*passive=*/true,
+                                     deadline_after(std::chrono::seconds(30)), &error);
   if (!addrs) GC_THROW(DistributedError, "store server: cannot listen on ", where, ": ", error);
   for (const addrinfo* ai = addrs.get(); ai != nullptr; ai = ai->ai_next) {
     UniqueFd fd = open_socket(ai);

@@ -96,7 +96,8 @@ void check_options(const TcpStoreServerOptions& options) {
            "at most ", kMaxValueLimit, ", got ", options.max_value_bytes);
   GC_CHECK(options.max_keys_per_request >= 1, "TcpStoreServer: max_keys_per_request must be >= 1");
   GC_CHECK(options.token.size() <= store_internal::kMaxTokenBytes, "TcpStoreServer: the token ",
-           "must be at most ", store_internal::kMaxTokenBytes, " bytes, got ", options.token.size());
+           "must be at most ", store_internal::kMaxTokenBytes, " bytes, got ",
+           options.token.size());
   // Frame lengths are u32 on the wire.
   GC_CHECK(limits_from(options).max_request_bytes() < 0xffffffffULL &&
                limits_from(options).max_reply_bytes() < 0xffffffffULL,
@@ -393,8 +394,8 @@ bool TcpStoreServer::Impl::handle_handshake(Connection& c) {
   const std::uint32_t magic = store_internal::decode_u32(hello);
   const std::uint32_t version = store_internal::decode_u32(hello + 4);
   if (magic != store_internal::kProtocolMagic) {
-    protocol_error(c, "bad handshake magic " + std::to_string(magic) +
-                          ": not a groupcoord store client");
+    protocol_error(
+        c, "bad handshake magic " + std::to_string(magic) + ": not a groupcoord store client");
     return false;
   }
   if (version != store_internal::kProtocolVersion) {

@@ -100,17 +100,18 @@ TEST(LauncherEnv, MalformedNumbersNameTheVariable) {
     EXPECT_NE(std::string(e.what()).find("RANK"), std::string::npos) << e.what();
     EXPECT_NE(std::string(e.what()).find("one"), std::string::npos) << e.what();
   }
-  EXPECT_THROW(detect_launcher(fake_env({{"OMPI_COMM_WORLD_RANK", "-1"},
-                                         {"OMPI_COMM_WORLD_SIZE", "2"}})),
-               std::invalid_argument);
+  EXPECT_THROW(
+      detect_launcher(fake_env({{"OMPI_COMM_WORLD_RANK", "-1"}, {"OMPI_COMM_WORLD_SIZE", "2"}})),
+      std::invalid_argument);
   EXPECT_THROW(detect_launcher(fake_env({{"MASTER_PORT", "29500x"}})), std::invalid_argument);
 }
 
 TEST(LauncherEnv, HalfSetVariablesNameTheMissingOne) {
   // torch raises "WORLD_SIZE expected, but not set"; silently becoming rank 0 of 1 would not.
-  const std::pair<const char*, const char*> pairs[] = {{"RANK", "WORLD_SIZE"},
-                                                       {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
-                                                       {"PMI_RANK", "PMI_SIZE"}};
+  const std::pair<const char*, const char*> pairs[] = {
+      {"RANK", "WORLD_SIZE"},
+      {"OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"},
+      {"PMI_RANK", "PMI_SIZE"}};
   for (const auto& [rank, size] : pairs) {
     for (const char* set : {rank, size}) {
       const std::string missing = set == rank ? size : rank;

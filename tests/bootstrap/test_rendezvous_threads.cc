@@ -1,9 +1,9 @@
 // Rendezvous with every rank as a thread of this process. Threads share the parent process, so
 // the single-node rendezvous's job key agrees across them exactly as it does across mpirun ranks.
+#include <fcntl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
-#include <fcntl.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -54,7 +54,8 @@ void exchange_through_store(const RendezvousResult& result) {
   // Rank 0 hosts the server (tcp/env): it must stay up until every other rank is done with it.
   result.store->set("hello/finished/" + std::to_string(result.rank), "1");
   if (result.rank != 0) return;
-  for (int r = 0; r < result.world_size; ++r) result.store->wait({"hello/finished/" + std::to_string(r)});
+  for (int r = 0; r < result.world_size; ++r)
+    result.store->wait({"hello/finished/" + std::to_string(r)});
 }
 
 TEST(RendezvousThreads, TcpInitMethod) {
@@ -156,9 +157,9 @@ TEST(RendezvousThreads, SingleNodeStoreRequiresTheJobsToken) {
       auto tcp = std::dynamic_pointer_cast<TcpStore>(result.store);
       ASSERT_NE(tcp, nullptr);
       if (rank == 0) {
-        EXPECT_THROW(TcpStore("127.0.0.1", tcp->port(), std::chrono::seconds(5),
-                              std::chrono::seconds(5)),
-                     DistributedError)
+        EXPECT_THROW(
+            TcpStore("127.0.0.1", tcp->port(), std::chrono::seconds(5), std::chrono::seconds(5)),
+            DistributedError)
             << "a client without the token was served";
         if (!launcher_token.empty()) {
           TcpStore("127.0.0.1", tcp->port(), std::chrono::seconds(5), std::chrono::seconds(5),

@@ -16,7 +16,9 @@ namespace {
 
 class CoordinatorMessageQueue : public CoordinatorTest {};
 
-Bytes message(int writer, int k) { return "msg " + std::to_string(k) + " from " + std::to_string(writer); }
+Bytes message(int writer, int k) {
+  return "msg " + std::to_string(k) + " from " + std::to_string(writer);
+}
 
 TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorBroadcastsObjectsFromEverySrc) {
   // Reversed order: group rank 0 (the queue's writer) is the last world rank.

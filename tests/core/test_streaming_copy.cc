@@ -27,8 +27,8 @@ TEST(StreamingCopy, CopiesEveryByteAtEverySizeAndAlignment) {
   const auto aligned = (reinterpret_cast<std::uintptr_t>(dst_storage.data()) + 63) / 64 * 64;
   std::uint8_t* const dst_base = reinterpret_cast<std::uint8_t*>(aligned);
   const std::size_t dst_size = k + 256;
-  for (std::size_t n : {std::size_t{0}, std::size_t{1}, std::size_t{100}, k - 1, k, k + 1, k + 63,
-                        k + 65}) {
+  for (std::size_t n :
+       {std::size_t{0}, std::size_t{1}, std::size_t{100}, k - 1, k, k + 1, k + 63, k + 65}) {
     for (std::size_t src_offset : {0, 1, 15}) {
       for (std::size_t dst_offset : {0, 1, 3, 16, 31, 48, 63}) {
         if (n + src_offset > src.size() || n + dst_offset + 8 > dst_size) continue;

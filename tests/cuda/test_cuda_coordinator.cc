@@ -7,8 +7,8 @@
 #include <variant>
 #include <vector>
 
-#include "cuda_values.h"
 #include <cuda_runtime.h>
+#include "cuda_values.h"
 
 #include "groupcoord/cuda/graph_capture.h"
 #include "groupcoord/cuda/runtime.h"
@@ -74,9 +74,8 @@ TEST_F(NcclCoordinatorTest, DeviceIsCudaAndBackendIsNccl) {
 
 TEST_F(NcclCoordinatorTest, AllReduceOfCudaAndHostTensors) {
   const int ws = coord().world_size();
-  Tensor cuda = device_floats({4096}, coord().device(), [&](std::int64_t i) {
-    return static_cast<double>(rank() + 1);
-  });
+  Tensor cuda = device_floats({4096}, coord().device(),
+                              [&](std::int64_t i) { return static_cast<double>(rank() + 1); });
   Tensor summed = coord().all_reduce(cuda);
   EXPECT_TRUE(summed.device().is_cuda());
   const double expected = ws * (ws + 1) / 2.0;
@@ -113,12 +112,12 @@ TEST_F(NcclCoordinatorTest, BroadcastTensorDictMixingCudaAndHostValues) {
   if (coord().rank_in_group() == 0) {
     Tensor host = Tensor::empty({16}, DType::Int64);
     for (int i = 0; i < 16; ++i) host.data_ptr<std::int64_t>()[i] = 7 * i;
-    dict = TensorDict{{"cuda", device_floats({8}, coord().device(), [](std::int64_t i) {
-                         return static_cast<double>(i) * 0.5;
-                       })},
-                      {"host", host},
-                      {"meta", Bytes("step 3")},
-                      {"empty", device_floats({0}, coord().device(), [](std::int64_t) { return 0.0; })}};
+    dict = TensorDict{
+        {"cuda", device_floats({8}, coord().device(),
+                               [](std::int64_t i) { return static_cast<double>(i) * 0.5; })},
+        {"host", host},
+        {"meta", Bytes("step 3")},
+        {"empty", device_floats({0}, coord().device(), [](std::int64_t) { return 0.0; })}};
   }
   std::optional<TensorDict> got = coord().broadcast_tensor_dict(dict, 0);
   ASSERT_TRUE(got.has_value());
@@ -137,10 +136,10 @@ TEST_F(NcclCoordinatorTest, BroadcastTensorDictMixingCudaAndHostValues) {
 TEST_F(NcclCoordinatorTest, SendAndRecvTensorDictBetweenStages) {
   if (coord().world_size() < 2) GTEST_SKIP() << "needs two ranks";
   if (coord().rank_in_group() == 0) {
-    TensorDict dict{{"hidden", device_floats({4, 8}, coord().device(),
-                                             [](std::int64_t i) { return 1.0 + i; })},
-                    {"positions", host_floats(4, 9.0f)},
-                    {"step", Bytes("42")}};
+    TensorDict dict{
+        {"hidden", device_floats({4, 8}, coord().device(), [](std::int64_t i) { return 1.0 + i; })},
+        {"positions", host_floats(4, 9.0f)},
+        {"step", Bytes("42")}};
     coord().send_tensor_dict(dict, 1);
   } else if (coord().rank_in_group() == 1) {
     std::optional<TensorDict> got = coord().recv_tensor_dict(0);
@@ -183,9 +182,9 @@ TEST_F(NcclCoordinatorTest, AllReduceCapturedInGraphCaptureReplays) {
 }
 
 TEST_F(NcclCoordinatorTest, GraphCaptureNeedsTheNcclBackend) {
-  GroupCoordinator gloo(std::vector<std::vector<int>>{
-                            NcclCoordinatorEnvironment::all_ranks(world_info().world_size)},
-                        world_info().local_rank, "gloo", true, false, "gloo_graph");
+  GroupCoordinator gloo(
+      std::vector<std::vector<int>>{NcclCoordinatorEnvironment::all_ranks(world_info().world_size)},
+      world_info().local_rank, "gloo", true, false, "gloo_graph");
   EXPECT_THROW(gloo.graph_capture(), std::invalid_argument);
   gloo.barrier();
 }

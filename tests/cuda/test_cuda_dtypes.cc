@@ -41,7 +41,8 @@ TEST_F(CudaDTypes, AllReduceAndReduceScatter) {
     const Tensor x = device_tensor({kCount}, dtype, device(),
                                    [&](std::int64_t i) { return element(dtype, r, i); });
     if (!nccl_sums(dtype)) {
-      expect_invalid_argument([&] { comm().all_reduce(x); }, {kCudaGroupName, "all_reduce", "2.24"});
+      expect_invalid_argument([&] { comm().all_reduce(x); },
+                              {kCudaGroupName, "all_reduce", "2.24"});
       expect_invalid_argument([&] { comm().reduce_scatter(x, 0); }, {"reduce_scatter", "2.24"});
       continue;
     }

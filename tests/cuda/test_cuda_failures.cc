@@ -44,7 +44,7 @@ using Clock = std::chrono::steady_clock;
 TEST_F(CudaFailures, HostTensorsAreRejected) {
   const Tensor host = Tensor::empty({4}, DType::Float32);
   expect_invalid_argument([&] { comm().all_reduce(host); },
-                 {kCudaGroupName, "all_reduce", "must be a CUDA tensor", "device=cpu"});
+                          {kCudaGroupName, "all_reduce", "must be a CUDA tensor", "device=cpu"});
   expect_invalid_argument([&] { comm().all_gather(host, 0); }, {"all_gather", "device=cpu"});
   expect_invalid_argument([&] { comm().broadcast(host, 0); }, {"broadcast", "device=cpu"});
   expect_invalid_argument([&] { comm().all_gatherv(host, 0); }, {"all_gatherv", "device=cpu"});
@@ -52,12 +52,13 @@ TEST_F(CudaFailures, HostTensorsAreRejected) {
 
 TEST_F(CudaFailures, BadDimsAndShapesAreRejected) {
   const Tensor x = device_floats({3, 4}, device(), [](std::int64_t) { return 0; });
-  expect_invalid_argument([&] { comm().all_gather(x, 2); }, {kCudaGroupName, "all_gather", "dim 2"});
+  expect_invalid_argument([&] { comm().all_gather(x, 2); },
+                          {kCudaGroupName, "all_gather", "dim 2"});
   expect_invalid_argument([&] { comm().gather(x, group_size(), 0); }, {"gather", "dst"});
   if (group_size() > 1) {
     const Tensor odd = device_floats({3}, device(), [](std::int64_t) { return 0; });
     expect_invalid_argument([&] { comm().reduce_scatter(odd, 0); },
-                   {"reduce_scatter", "size 3", "not divisible"});
+                            {"reduce_scatter", "size 3", "not divisible"});
   }
 }
 

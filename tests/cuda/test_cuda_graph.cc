@@ -115,8 +115,7 @@ std::vector<CapturedOp> capture_every_op(CudaCommunicator& c, const ReplayInputs
   ops.push_back({"all_reduce", c.all_reduce(in.x), reduced});
   ops.push_back({"all_reduce(out)", c.all_reduce(in.x, all_reduce_out), reduced});
   ops.push_back({"all_gather dim 0", c.all_gather(in.x, 0), gathered_rows});
-  ops.push_back({"all_gather dim -1", c.all_gather(in.x, -1),
-                 [=](int replay, std::int64_t i) {
+  ops.push_back({"all_gather dim -1", c.all_gather(in.x, -1), [=](int replay, std::int64_t i) {
                    const std::int64_t row = i / (n * kCols), q = (i % (n * kCols)) / kCols;
                    return (q + 1) * replay + row * kCols + i % kCols;
                  }});

@@ -110,14 +110,15 @@ TEST_F(CudaOutputs, InPlaceAndAlongOtherDims) {
 
 TEST_F(CudaOutputs, WrongOutIsRefused) {
   const Tensor x = device_floats({4}, device(), [](std::int64_t) { return 1; });
-  expect_invalid_argument(
-      [&] { comm().all_reduce(x, Tensor::empty({4}, DType::Float32)); },
-      {kCudaGroupName, "all_reduce", "out must be on cuda"});
+  expect_invalid_argument([&] { comm().all_reduce(x, Tensor::empty({4}, DType::Float32)); },
+                          {kCudaGroupName, "all_reduce", "out must be on cuda"});
   expect_invalid_argument(
       [&] { comm().all_reduce(x, device_floats({5}, device(), [](std::int64_t) { return 0; })); },
       {kCudaGroupName, "all_reduce", "out has shape [5]"});
   expect_invalid_argument(
-      [&] { comm().all_gather(x, 0, device_floats({3}, device(), [](std::int64_t) { return 0; })); },
+      [&] {
+        comm().all_gather(x, 0, device_floats({3}, device(), [](std::int64_t) { return 0; }));
+      },
       {kCudaGroupName, "all_gather", "out has shape [3]"});
 }
 

@@ -46,7 +46,8 @@ class EnvScope {
 };
 
 // On, with all_reduce forced through the window (the table never routes below 4 ranks).
-const Env kOn = {{"GROUPCOORD_USE_NCCL_SYMM_MEM", "1"}, {"GROUPCOORD_SYMM_ALL_REDUCE", "always"},
+const Env kOn = {{"GROUPCOORD_USE_NCCL_SYMM_MEM", "1"},
+                 {"GROUPCOORD_SYMM_ALL_REDUCE", "always"},
                  {"GROUPCOORD_BATCH_INVARIANT", ""}};
 const Env kOff = {{"GROUPCOORD_USE_NCCL_SYMM_MEM", ""}};
 
@@ -65,7 +66,8 @@ class CudaSymmetric : public CudaCommTest {
   static double f(int r, std::int64_t i) { return r * 3 + i % 5; }
 };
 
-// ---- bookkeeping ---------------------------------------------------------------------------------
+// ---- bookkeeping
+// ---------------------------------------------------------------------------------
 
 TEST_F(CudaSymmetric, ThousandMixedCallsRegisterOnce) {
   auto c = make("symm-mixed", kOn);
@@ -83,9 +85,9 @@ TEST_F(CudaSymmetric, ThousandMixedCallsRegisterOnce) {
       case 0:
       case 1: {  // all_gather, all_gatherv with uniform sizes (normalised to none)
         const Tensor out = call % 5 == 0
-            ? c->all_gather(x, 0)
-            : c->all_gatherv(std::vector<Tensor>{x}, 0,
-                             std::vector<std::int64_t>(n, rows * n))[0];
+                               ? c->all_gather(x, 0)
+                               : c->all_gatherv(std::vector<Tensor>{x}, 0,
+                                                std::vector<std::int64_t>(n, rows * n))[0];
         got = host_values(out);
         const std::int64_t per = rows * n * cols;
         ASSERT_EQ(static_cast<std::int64_t>(got.size()), per * n);
@@ -97,8 +99,8 @@ TEST_F(CudaSymmetric, ThousandMixedCallsRegisterOnce) {
       case 2:
       case 3: {  // reduce_scatter, reduce_scatterv with uniform sizes
         const Tensor out = call % 5 == 2
-            ? c->reduce_scatter(x, 0)
-            : c->reduce_scatterv(x, 0, std::vector<std::int64_t>(n, rows));
+                               ? c->reduce_scatter(x, 0)
+                               : c->reduce_scatterv(x, 0, std::vector<std::int64_t>(n, rows));
         got = host_values(out);
         const std::int64_t per = rows * cols;
         ASSERT_EQ(static_cast<std::int64_t>(got.size()), per);
@@ -182,8 +184,7 @@ class NcclBufferKinds {
   };
 
   // Collective: two communicators (plain and symmetric windows) and `bytes` of each kind.
-  using Make =
-      std::function<std::unique_ptr<CudaCommunicator>(const std::string&, const Env&)>;
+  using Make = std::function<std::unique_ptr<CudaCommunicator>(const std::string&, const Env&)>;
   NcclBufferKinds(const Make& make, Device device, std::size_t bytes)
       : span_((bytes + (2 << 20) - 1) / (2 << 20) * (2 << 20)) {
     Env plain_env = kOn, symmetric_env = kOn;
@@ -203,8 +204,8 @@ class NcclBufferKinds {
     if (symmetric_->symmetric_memory_stats().enabled) {
       symmetric_window_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
       symmetric_->nccl_comm().symmetric().register_allocation(symmetric_window_, "test");
-      buffers_.push_back({"symmetric window", static_cast<char*>(symmetric_window_->data()),
-                          symmetric_.get()});
+      buffers_.push_back(
+          {"symmetric window", static_cast<char*>(symmetric_window_->data()), symmetric_.get()});
     }
   }
   ~NcclBufferKinds() {
@@ -291,7 +292,9 @@ TEST_F(CudaSymmetric, NcclBackToBackCallsAreExactOnEveryKindOfBuffer) {
                         2 * kMaxBytes * n + (64 << 10));
   if (!kinds.enabled()) GTEST_SKIP() << "symmetric memory unavailable: " << kinds.disabled_reason();
   const int r = kinds.buffers()[0].comm->rank_in_group();
-  auto bytes_of = [](int call) { return 1024 + static_cast<std::size_t>(call * 1237) % 23000 / 4 * 4; };
+  auto bytes_of = [](int call) {
+    return 1024 + static_cast<std::size_t>(call * 1237) % 23000 / 4 * 4;
+  };
   // Every call's input (n x bytes for reduce_scatter, bytes for all_gather) and result slot.
   std::vector<std::size_t> in_at(kCalls), out_at(kCalls);
   std::size_t in_total = 0, out_total = 0;
@@ -310,7 +313,8 @@ TEST_F(CudaSymmetric, NcclBackToBackCallsAreExactOnEveryKindOfBuffer) {
     const std::size_t count = bytes_of(call) / 4 * (call % 2 ? n : 1);
     for (std::size_t i = 0; i < count; ++i) inputs[in_at[call] / 4 + i] = value(r, call, i);
   }
-  const Tensor staged = Tensor::empty({static_cast<std::int64_t>(in_total)}, DType::UInt8, device());
+  const Tensor staged =
+      Tensor::empty({static_cast<std::int64_t>(in_total)}, DType::UInt8, device());
   upload(staged.data_ptr(), inputs.data(), in_total, device());
   const char* source = static_cast<const char*>(staged.data_ptr());
   cudaStream_t stream = current_cuda_stream(device());
@@ -325,13 +329,15 @@ TEST_F(CudaSymmetric, NcclBackToBackCallsAreExactOnEveryKindOfBuffer) {
       char* in = buffer.base + (scatter ? 0 : r * bytes);
       char* out = buffer.base + (scatter ? (bytes * n + 4095) / 4096 * 4096 : 0);
       ASSERT_EQ(cudaMemcpyAsync(in, source + in_at[call], scatter ? bytes * n : bytes,
-                                cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+                                cudaMemcpyDeviceToDevice, stream),
+                cudaSuccess);
       buffer.comm->nccl_comm().enqueue("test", stream, [&](const cuda::NcclApi& a, ncclComm_t c) {
         return scatter ? a.ReduceScatter(in, out, count, ncclFloat32, ncclSum, c, stream)
                        : a.AllGather(in, out, count, ncclFloat32, c, stream);
       });
       ASSERT_EQ(cudaMemcpyAsync(result + out_at[call], out, scatter ? bytes : bytes * n,
-                                cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+                                cudaMemcpyDeviceToDevice, stream),
+                cudaSuccess);
     }
     buffer.comm->nccl_comm().synchronize(stream, "test");
     std::vector<float> got(out_total / 4);
@@ -547,7 +553,7 @@ TEST_F(CudaSymmetric, SymmetricEmptyIsZeroCopyAndReused) {
   EXPECT_EQ(c->symmetric_memory_stats().zero_copy_calls, pre.zero_copy_calls);
   if (n > 1) {
     expect_invalid_argument([&] { c->symmetric_empty({100 + r}, DType::Float32); },
-                   {"symm-empty", "symmetric_empty", "same shape and dtype"});
+                            {"symm-empty", "symmetric_empty", "same shape and dtype"});
   }
   again = Tensor();
   c->destroy();
@@ -589,7 +595,7 @@ TEST_F(CudaSymmetric, OffWhenNotRequestedOrBatchInvariant) {
   EXPECT_EQ(inv->symmetric_memory_stats().symmetric_calls, 0);
   EXPECT_EQ(inv->symmetric_memory_stats().windows_registered, 0);
   expect_invalid_argument([&] { inv->symmetric_empty({4}, DType::Float32); },
-                 {"symm-invariant", "symmetric_empty", "BATCH_INVARIANT"});
+                          {"symm-invariant", "symmetric_empty", "BATCH_INVARIANT"});
   off->destroy();
   inv->destroy();
 }
@@ -601,7 +607,8 @@ TEST_F(CudaSymmetric, OneRankRefusingTurnsItOffEverywhere) {
   auto c = make("symm-split", env);
   const SymmetricMemoryStats s = c->symmetric_memory_stats();
   EXPECT_FALSE(s.enabled);
-  if (rank() == 0) EXPECT_NE(s.disabled_reason.find("rank"), std::string::npos) << s.disabled_reason;
+  if (rank() == 0)
+    EXPECT_NE(s.disabled_reason.find("rank"), std::string::npos) << s.disabled_reason;
   const Tensor x = device_floats({256}, device(), [](std::int64_t i) { return i; });
   EXPECT_EQ(host_values(c->all_gather(x, 0)).size(), 256u * world_size());
   c->destroy();

@@ -159,11 +159,12 @@ TEST_F(CudaVVariants, DispatchWithABadInputFailsOnEveryRank) {
 TEST_F(CudaVVariants, BadSizesAreInvalid) {
   const Tensor x = device_floats({4, 2}, device(), [](std::int64_t) { return 0; });
   std::vector<std::int64_t> wrong_count(group_size() + 1, 1);
-  expect_invalid_argument([&] { comm().all_gatherv(x, 0, wrong_count); }, {kCudaGroupName, "all_gatherv"});
+  expect_invalid_argument([&] { comm().all_gatherv(x, 0, wrong_count); },
+                          {kCudaGroupName, "all_gatherv"});
   std::vector<std::int64_t> bad_sum(group_size(), 1);
   bad_sum[0] = 5;
   expect_invalid_argument([&] { comm().reduce_scatterv(x, 0, bad_sum); },
-                 {kCudaGroupName, "reduce_scatterv"});
+                          {kCudaGroupName, "reduce_scatterv"});
 }
 
 }  // namespace

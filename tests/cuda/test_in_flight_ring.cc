@@ -29,8 +29,7 @@ class HeldStream {
     *flag_ = 0;
     void* fn = nullptr;
     cudaDriverEntryPointQueryResult found{};
-    cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault,
-                                     &found);
+    cudaGetDriverEntryPointByVersion("cuStreamWaitValue32", &fn, 12000, cudaEnableDefault, &found);
     using WaitValue32 = int (*)(cudaStream_t, void*, std::uint32_t, unsigned);
     wait_ = reinterpret_cast<WaitValue32>(fn);
   }
@@ -173,7 +172,8 @@ TEST_F(InFlightRingGpu, CompletedEntriesOfOneStreamGoWhileAnotherBlocksTheHead) 
   cudaStream_t free_stream = nullptr;
   cudaStreamCreateWithFlags(&free_stream, cudaStreamNonBlocking);
   bool blocked_freed = false, free_freed = false;
-  ASSERT_EQ(push(ring, "blocked", blocked.get(), buffer(&blocked_freed)), InFlightRing::Push::kDone);
+  ASSERT_EQ(push(ring, "blocked", blocked.get(), buffer(&blocked_freed)),
+            InFlightRing::Push::kDone);
   ASSERT_EQ(push(ring, "free", free_stream, buffer(&free_freed)), InFlightRing::Push::kDone);
   cudaStreamSynchronize(free_stream);
 
@@ -195,10 +195,12 @@ TEST_F(InFlightRingGpu, FindsTheCompletionBoundaryOfALongStream) {
   // Entries before the hold complete, those after it do not: the pass releases exactly the first.
   InFlightRing ring(256);
   HeldStream held;
-  for (int i = 0; i < 37; ++i) ASSERT_EQ(push(ring, "early", held.get()), InFlightRing::Push::kDone);
+  for (int i = 0; i < 37; ++i)
+    ASSERT_EQ(push(ring, "early", held.get()), InFlightRing::Push::kDone);
   cudaStreamSynchronize(held.get());
   ASSERT_TRUE(held.hold());
-  for (int i = 0; i < 100; ++i) ASSERT_EQ(push(ring, "late", held.get()), InFlightRing::Push::kDone);
+  for (int i = 0; i < 100; ++i)
+    ASSERT_EQ(push(ring, "late", held.get()), InFlightRing::Push::kDone);
   const InFlightRing::Scan scan = reap(ring);
   EXPECT_EQ(scan.pending, 100u);
   EXPECT_STREQ(scan.oldest_op, "late");

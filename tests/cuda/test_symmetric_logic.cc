@@ -4,9 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
-#include <stdexcept>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <utility>
 #include <vector>
@@ -23,10 +23,10 @@ namespace cuda {
 namespace {
 
 constexpr const char* kVariables[] = {
-    "GROUPCOORD_USE_NCCL_SYMM_MEM",      "GROUPCOORD_BATCH_INVARIANT",
-    "GROUPCOORD_SYMM_SCRATCH_BYTES",     "GROUPCOORD_SYMM_SCRATCH_MAX_BYTES",
-    "GROUPCOORD_SYMM_POOL_BYTES",        "GROUPCOORD_SYMM_ALL_REDUCE",
-    "GROUPCOORD_SYMM_WINDOW_FLAGS",      "NCCL_CUMEM_ENABLE"};
+    "GROUPCOORD_USE_NCCL_SYMM_MEM",  "GROUPCOORD_BATCH_INVARIANT",
+    "GROUPCOORD_SYMM_SCRATCH_BYTES", "GROUPCOORD_SYMM_SCRATCH_MAX_BYTES",
+    "GROUPCOORD_SYMM_POOL_BYTES",    "GROUPCOORD_SYMM_ALL_REDUCE",
+    "GROUPCOORD_SYMM_WINDOW_FLAGS",  "NCCL_CUMEM_ENABLE"};
 
 // Clears the variables for a test and restores them afterwards.
 class SymmetricSettingsTest : public ::testing::Test {
@@ -77,8 +77,8 @@ TEST_F(SymmetricSettingsTest, ReadsEveryVariable) {
 
 TEST_F(SymmetricSettingsTest, BadValuesNameTheVariable) {
   const std::pair<const char*, const char*> bad[] = {
-      {"GROUPCOORD_SYMM_SCRATCH_BYTES", "lots"}, {"GROUPCOORD_SYMM_SCRATCH_BYTES", "0"},
-      {"GROUPCOORD_SYMM_POOL_BYTES", "-5"},      {"GROUPCOORD_SYMM_ALL_REDUCE", "sometimes"},
+      {"GROUPCOORD_SYMM_SCRATCH_BYTES", "lots"},    {"GROUPCOORD_SYMM_SCRATCH_BYTES", "0"},
+      {"GROUPCOORD_SYMM_POOL_BYTES", "-5"},         {"GROUPCOORD_SYMM_ALL_REDUCE", "sometimes"},
       {"GROUPCOORD_SYMM_SCRATCH_MAX_BYTES", "12x"}, {"GROUPCOORD_SYMM_WINDOW_FLAGS", "fast"}};
   for (const auto& [name, value] : bad) {
     SCOPED_TRACE(std::string(name) + "=" + value);
@@ -146,12 +146,12 @@ TEST(SymmetricRouting, AllReduceTableFollowsVllm) {
 }
 
 TEST(SymmetricRouting, ReductionDtypesAreTheKernels) {
-  for (DType d : {DType::Float32, DType::Float16, DType::BFloat16, DType::Float8E4M3,
-                  DType::Float8E5M2}) {
+  for (DType d :
+       {DType::Float32, DType::Float16, DType::BFloat16, DType::Float8E4M3, DType::Float8E5M2}) {
     EXPECT_TRUE(symmetric_reduction_dtype(d)) << dtype_name(d);
   }
-  for (DType d : {DType::Float64, DType::Int8, DType::UInt8, DType::Int32, DType::Int64,
-                  DType::Bool}) {
+  for (DType d :
+       {DType::Float64, DType::Int8, DType::UInt8, DType::Int32, DType::Int64, DType::Bool}) {
     EXPECT_FALSE(symmetric_reduction_dtype(d)) << dtype_name(d);
   }
 }
@@ -174,8 +174,8 @@ TEST(SymmetricScratch, LayoutsKeepRegionsApart) {
 
 TEST(SymmetricScratch, GrowsGeometricallyUpToTheLimit) {
   constexpr std::size_t MiB = 1 << 20;
-  EXPECT_EQ(scratch_size_for(0, 10, 64 * MiB, 1024 * MiB), 64 * MiB);     // first: initial
-  EXPECT_EQ(scratch_size_for(0, 0, 64 * MiB, 1024 * MiB), 64 * MiB);      // never 0 bytes
+  EXPECT_EQ(scratch_size_for(0, 10, 64 * MiB, 1024 * MiB), 64 * MiB);  // first: initial
+  EXPECT_EQ(scratch_size_for(0, 0, 64 * MiB, 1024 * MiB), 64 * MiB);   // never 0 bytes
   EXPECT_EQ(scratch_size_for(64 * MiB, 64 * MiB, 64 * MiB, 1024 * MiB), 64 * MiB);  // fits
   EXPECT_EQ(scratch_size_for(64 * MiB, 65 * MiB, 64 * MiB, 1024 * MiB), 128 * MiB);
   EXPECT_EQ(scratch_size_for(64 * MiB, 300 * MiB + 1, 64 * MiB, 1024 * MiB), 302 * MiB);
@@ -187,8 +187,8 @@ TEST(SymmetricBlockAllocator, FirstFitMergesAndIsDeterministic) {
   SymmetricBlockAllocator a;
   EXPECT_FALSE(a.allocate(1).has_value());  // no segment yet
   a.add_segment(4096);
-  const auto b0 = a.allocate(100);   // one unit of 256
-  const auto b1 = a.allocate(300);   // two units
+  const auto b0 = a.allocate(100);  // one unit of 256
+  const auto b1 = a.allocate(300);  // two units
   const auto b2 = a.allocate(256);
   ASSERT_TRUE(b0 && b1 && b2);
   EXPECT_EQ(b0->offset, 0u);

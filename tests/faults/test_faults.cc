@@ -45,21 +45,27 @@ constexpr auto kSlack = 5s;
 
 // Exit codes of a rank.
 enum Outcome {
-  kCompleted = 0,     // the scenario ended without an error (a survivor must not)
+  kCompleted = 0,  // the scenario ended without an error (a survivor must not)
   kTimeoutError = 10,
   kDistributedError = 11,
   kOtherError = 12,
-  kNotExited = -1,    // still running at the deadline (then killed)
+  kNotExited = -1,  // still running at the deadline (then killed)
 };
 
 const char* outcome_name(int code) {
   switch (code) {
-    case kCompleted: return "completed without an error";
-    case kTimeoutError: return "TimeoutError";
-    case kDistributedError: return "DistributedError";
-    case kOtherError: return "another exception";
-    case kNotExited: return "still running past the deadline";
-    default: return "killed or crashed";
+    case kCompleted:
+      return "completed without an error";
+    case kTimeoutError:
+      return "TimeoutError";
+    case kDistributedError:
+      return "DistributedError";
+    case kOtherError:
+      return "another exception";
+    case kNotExited:
+      return "still running past the deadline";
+    default:
+      return "killed or crashed";
   }
 }
 

@@ -114,7 +114,7 @@ TEST_F(ShmCollectivesTest, GatherTakesARootInputThatOverlapsItsOutput) {
   EXPECT_TRUE(direct->uses_single_copy()) << "cross-memory attach refused on this machine?";
   EXPECT_FALSE(gloo->uses_shared_memory());
   constexpr std::size_t kStreamed = (std::size_t{4} << 20) / 4 + 16;  // 4 MiB and 64 B
-  constexpr std::size_t kChunks = (std::size_t{600} << 10) / 4 + 3;    // 3 slot chunks
+  constexpr std::size_t kChunks = (std::size_t{600} << 10) / 4 + 3;   // 3 slot chunks
   struct Case {
     int root;
     std::ptrdiff_t shift;  ///< the root's input starts this many elements after out[root * count]
@@ -123,9 +123,9 @@ TEST_F(ShmCollectivesTest, GatherTakesARootInputThatOverlapsItsOutput) {
   for (ProcessGroup* g : {direct.get(), slots.get(), gloo.get()}) {
     for (std::size_t count : {kStreamed, kChunks}) {
       const auto c = static_cast<std::ptrdiff_t>(count);
-      for (const Case& k : {Case{0, -2, "8 bytes below its own place"},
-                            Case{n - 1, -(n - 1) * c, "rank 0's place"},
-                            Case{n - 1, 0, "exactly its own place"}}) {
+      for (const Case& k :
+           {Case{0, -2, "8 bytes below its own place"}, Case{n - 1, -(n - 1) * c, "rank 0's place"},
+            Case{n - 1, 0, "exactly its own place"}}) {
         const std::size_t pad = 64;
         std::vector<std::int32_t> buffer(pad + n * count + pad, -7);
         std::int32_t* out = buffer.data() + pad;
@@ -145,8 +145,8 @@ TEST_F(ShmCollectivesTest, GatherTakesARootInputThatOverlapsItsOutput) {
             wrong += out[r * count + i] != r * 1000003 + static_cast<int>(i);
           }
         }
-        EXPECT_EQ(wrong, 0u) << g->name() << ": root " << k.root << "'s input at " << k.what
-                             << ", " << count * 4 << " bytes per rank";
+        EXPECT_EQ(wrong, 0u) << g->name() << ": root " << k.root << "'s input at " << k.what << ", "
+                             << count * 4 << " bytes per rank";
       }
     }
   }

@@ -18,8 +18,8 @@
 #include "groupcoord/errors.h"
 #include "groupcoord/message_queue.h"
 #include "message_reference.h"
-#include "shm_leak_check.h"
 #include "multi_process_test.h"
+#include "shm_leak_check.h"
 
 namespace groupcoord {
 namespace testing {

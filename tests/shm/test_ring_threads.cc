@@ -15,14 +15,14 @@
 #include <thread>
 #include <vector>
 
+#include "core/deadline.h"
+#include "core/shared_memory.h"
 #include "groupcoord/errors.h"
 #include "shm/attach_verdict.h"
 #include "shm/queue_handle.h"
 #include "shm/ring_buffer.h"
 #include "shm/ring_reader.h"
 #include "shm/ring_writer.h"
-#include "core/shared_memory.h"
-#include "core/deadline.h"
 
 namespace groupcoord {
 namespace testing {

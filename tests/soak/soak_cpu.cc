@@ -115,7 +115,8 @@ bool run_op(long i, std::mt19937_64& rng, const Options& o, gc::ProcessGroup& wo
     case 2: {
       *what = "broadcast";
       const int root = static_cast<int>(i % n);
-      std::vector<std::int32_t> v = me == root ? fill(count, root) : std::vector<std::int32_t>(count);
+      std::vector<std::int32_t> v =
+          me == root ? fill(count, root) : std::vector<std::int32_t>(count);
       world.broadcast(v.data(), count, gc::DType::Int32, root);
       return v == fill(count, root);
     }
@@ -177,9 +178,8 @@ bool run_op(long i, std::mt19937_64& rng, const Options& o, gc::ProcessGroup& wo
     default: {
       *what = "broadcast_object";
       const std::string payload(1 + count % 4096, static_cast<char>('a' + i % 26));
-      const gc::Bytes got = tp.broadcast_object(me == 0 ? std::optional<gc::Bytes>(payload)
-                                                       : std::nullopt,
-                                                0);
+      const gc::Bytes got =
+          tp.broadcast_object(me == 0 ? std::optional<gc::Bytes>(payload) : std::nullopt, 0);
       return got == payload;
     }
   }

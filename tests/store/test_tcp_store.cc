@@ -160,8 +160,7 @@ TEST(TcpStore, ATokenIsRequiredWhenTheServerHasOne) {
   // A server without a token serves a client that has one.
   std::unique_ptr<TcpStoreServer> open = start_server();
   TcpStore("127.0.0.1", open->port(), 5s, 5s, "anything").set("k", "v");
-  EXPECT_THROW(TcpStore("127.0.0.1", port, 5s, 5s, std::string(2000, 'x')),
-               std::invalid_argument);
+  EXPECT_THROW(TcpStore("127.0.0.1", port, 5s, 5s, std::string(2000, 'x')), std::invalid_argument);
 }
 
 // A raw client sees the refusal on the wire: the token is checked before anything is served.
@@ -170,8 +169,7 @@ TEST(TcpStore, AWrongTokenGetsNoAnswerButTheRefusal) {
   options.token = "s3cret";
   std::unique_ptr<TcpStoreServer> server = start_server(options);
   RawClient client(server->port());
-  ASSERT_TRUE(client.send(hello(0x54534347, 2, "guess") +
-                          frame(std::string(1, kNumKeys))));
+  ASSERT_TRUE(client.send(hello(0x54534347, 2, "guess") + frame(std::string(1, kNumKeys))));
   RawReply reply;
   ASSERT_TRUE(client.read_reply(&reply));
   EXPECT_NE(reply.status, kOk);
@@ -218,8 +216,7 @@ TEST(TcpStore, ConnectionsPerPeerAreLimited) {
     TcpStore third("127.0.0.1", port, 5s, 5s);
     ADD_FAILURE() << "a third connection from one peer was served";
   } catch (const DistributedError& e) {
-    EXPECT_NE(std::string(e.what()).find("too many connections from 127.0.0.1"),
-              std::string::npos)
+    EXPECT_NE(std::string(e.what()).find("too many connections from 127.0.0.1"), std::string::npos)
         << e.what();
     EXPECT_NE(std::string(e.what()).find("max_connections_per_peer"), std::string::npos);
   }
