@@ -57,11 +57,11 @@
 #include <utility>
 #include <vector>
 
-#include "cuda/device_guard.h"
-#include "cuda/driver_calls.h"
-#include "cuda/nccl_api.h"
-#include "cuda/nccl_comm.h"
-#include "cuda/steady_nanoseconds.h"
+#include "cuda/nccl/nccl_api.h"
+#include "cuda/nccl/nccl_comm.h"
+#include "cuda/nccl/steady_nanoseconds.h"
+#include "cuda/runtime/device_guard.h"
+#include "cuda/runtime/driver_calls.h"
 #include "groupcoord/cuda/stream.h"
 #include "groupcoord/groupcoord.h"
 #include "groupcoord/parallel_state.h"

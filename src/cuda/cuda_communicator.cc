@@ -2,7 +2,7 @@
 // cuda_collectives.cc, cuda_vvariants.cc, cuda_point_to_point.cc and cuda_moe.cc.
 #include "cuda/cuda_communicator.h"
 
-#include "cuda/device_guard.h"
+#include "cuda/runtime/device_guard.h"
 #include "groupcoord/check.h"
 #include "groupcoord/cuda/runtime.h"
 #include "groupcoord/cuda/stream.h"

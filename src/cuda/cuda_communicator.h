@@ -13,10 +13,10 @@
 //   all_reduce      ncclAllReduce (out of place)
 //
 // With NCCL symmetric memory on (GROUPCOORD_USE_NCCL_SYMM_MEM=1, agreed by every rank; see
-// cuda/symmetric_config.h), all_gather, reduce_scatter, their v-variants with uniform sizes, and
-// all_reduce where vLLM's table says so, run on the communicator's registered scratch window: the
-// input is copied in (skipped for a symmetric_empty tensor), NCCL runs window to window, and the
-// result is copied out into a new tensor, so results never alias the scratch.
+// cuda/symmetric/symmetric_config.h), all_gather, reduce_scatter, their v-variants with uniform
+// sizes, and all_reduce where vLLM's table says so, run on the communicator's registered scratch
+// window: the input is copied in (skipped for a symmetric_empty tensor), NCCL runs window to
+// window, and the result is copied out into a new tensor, so results never alias the scratch.
 //
 //   all_gather      ncclAllGather
 //   all_gatherv     ncclAllGather when the sizes are uniform, else one ncclBroadcast per rank
@@ -47,8 +47,8 @@
 
 #include "communicator/dispatch_inputs.h"
 #include "communicator/op_label.h"
-#include "cuda/nccl_comm.h"
-#include "cuda/symmetric_scratch_layout.h"
+#include "cuda/nccl/nccl_comm.h"
+#include "cuda/symmetric/symmetric_scratch_layout.h"
 #include "groupcoord/device_communicator.h"
 
 namespace groupcoord {

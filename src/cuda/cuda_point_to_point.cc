@@ -5,13 +5,13 @@
 
 #include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
-#include "cuda/capture_status.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
-#include "cuda/device_guard.h"
-#include "cuda/driver_calls.h"
 #include "cuda/event_work.h"
-#include "cuda/nccl_dtype.h"
+#include "cuda/nccl/nccl_dtype.h"
+#include "cuda/runtime/capture_status.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/device_guard.h"
+#include "cuda/runtime/driver_calls.h"
 #include "groupcoord/check.h"
 #include "groupcoord/cuda/stream.h"
 

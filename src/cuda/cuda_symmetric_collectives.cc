@@ -1,17 +1,17 @@
-// CudaCommunicator's symmetric-memory paths (docs/cuda.md, cuda/symmetric_memory.h). Each one
-// leases the scratch window, copies the input into its region (skipped when the input already
+// CudaCommunicator's symmetric-memory paths (docs/cuda.md, cuda/symmetric/symmetric_memory.h). Each
+// one leases the scratch window, copies the input into its region (skipped when the input already
 // lies in a window: a symmetric_empty tensor), runs NCCL from window to window so that NCCL may
 // pick its symmetric kernels, and copies the result into a new tensor, all on the current stream.
 // Every decision below depends only on values equal on every rank (world size, dtype, sizes, the
 // agreed settings), never on local state, because NCCL chooses symmetric kernels per rank.
 #include <cuda_runtime_api.h>
 
-#include "cuda/capture_status.h"
-#include "cuda/cuda_check.h"
 #include "cuda/cuda_communicator.h"
-#include "cuda/device_guard.h"
-#include "cuda/nccl_dtype.h"
-#include "cuda/symmetric_scratch_layout.h"
+#include "cuda/nccl/nccl_dtype.h"
+#include "cuda/runtime/capture_status.h"
+#include "cuda/runtime/cuda_check.h"
+#include "cuda/runtime/device_guard.h"
+#include "cuda/symmetric/symmetric_scratch_layout.h"
 #include "groupcoord/check.h"
 #include "groupcoord/cuda/stream.h"
 

@@ -6,8 +6,8 @@
 #include "communicator/dim_layout.h"
 #include "communicator/sizes.h"
 #include "cuda/cuda_communicator.h"
-#include "cuda/device_guard.h"
-#include "cuda/nccl_dtype.h"
+#include "cuda/nccl/nccl_dtype.h"
+#include "cuda/runtime/device_guard.h"
 #include "groupcoord/check.h"
 #include "groupcoord/cuda/stream.h"
 

@@ -7,7 +7,7 @@
 #include <memory>
 #include <string>
 
-#include "cuda/nccl_comm.h"
+#include "cuda/nccl/nccl_comm.h"
 #include "groupcoord/tensor.h"
 #include "groupcoord/work.h"
 

@@ -3,7 +3,7 @@
 // gathers, broadcasts and point-to-point transfers.
 #include <gtest/gtest.h>
 
-#include "cuda/nccl_dtype.h"
+#include "cuda/nccl/nccl_dtype.h"
 #include "cuda_fixture.h"
 #include "groupcoord/cuda/runtime.h"
 

@@ -8,8 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "cuda/abort_registry.h"
-#include "cuda/capture_status.h"
+#include "cuda/runtime/abort_registry.h"
+#include "cuda/runtime/capture_status.h"
 #include "cuda_values.h"
 #include "groupcoord/cuda/allocator.h"
 #include "groupcoord/cuda/graph_capture.h"

@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda/symmetric_allocation.h"
+#include "cuda/symmetric/symmetric_allocation.h"
 #include "cuda_fixture.h"
 #include "groupcoord/cuda/graph_capture.h"
 #include "groupcoord/cuda/stream.h"

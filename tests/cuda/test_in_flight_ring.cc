@@ -10,8 +10,8 @@
 #include <cstdio>
 #include <vector>
 
-#include "cuda/driver_calls.h"
-#include "cuda/in_flight_ring.h"
+#include "cuda/nccl/in_flight_ring.h"
+#include "cuda/runtime/driver_calls.h"
 #include "cuda_values.h"
 #include "groupcoord/cuda/runtime.h"
 

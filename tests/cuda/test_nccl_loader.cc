@@ -1,5 +1,5 @@
-// The NCCL loader (src/cuda/nccl_api.h) and the DType -> NCCL type mapping. No GPU needed: these
-// run on every machine that builds the CUDA layer.
+// The NCCL loader (src/cuda/nccl/nccl_api.h) and the DType -> NCCL type mapping. No GPU needed:
+// these run on every machine that builds the CUDA layer.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -7,8 +7,8 @@
 #include <iostream>
 #include <string>
 
-#include "cuda/nccl_api.h"
-#include "cuda/nccl_dtype.h"
+#include "cuda/nccl/nccl_api.h"
+#include "cuda/nccl/nccl_dtype.h"
 #include "groupcoord/check.h"
 #include "groupcoord/cuda/runtime.h"
 #include "groupcoord/errors.h"

@@ -13,9 +13,9 @@
 
 #include <nccl.h>
 
-#include "cuda/symmetric_block_allocator.h"
-#include "cuda/symmetric_config.h"
-#include "cuda/symmetric_scratch_layout.h"
+#include "cuda/symmetric/symmetric_block_allocator.h"
+#include "cuda/symmetric/symmetric_config.h"
+#include "cuda/symmetric/symmetric_scratch_layout.h"
 #include "test_support.h"
 
 namespace groupcoord {

@@ -1,0 +1,286 @@
+// NcclComm: one NCCL communicator over the ranks of a Gloo ProcessGroup, with a watchdog so that
+// nothing waits forever (docs/architecture.md), and a hot path that costs what a raw NCCL call
+// costs.
+//
+// Why blocking: NCCL runs every group of a non-blocking communicator (blocking = 0) on a thread
+// it creates for that call and returns ncclInProgress, so each collective paid a thread creation
+// and our polling (about 130 µs of host time). A blocking communicator issues the call inline, as
+// torch's default NCCL process group does. But blocking initialisation has no deadline, so:
+//
+// Creation (collective over the group): every rank loads NCCL and checks its device, the ranks
+// share whether that worked and which NCCL version they loaded, rank 0 makes the unique id and
+// broadcasts it over the group, every rank runs ncclCommInitRankConfig with blocking = 0 and
+// polls it (deadline: the group's timeout), then splits that communicator into a blocking one
+// (ncclCommSplit runs on the non-blocking parent's thread, so it is polled with the same
+// deadline) and retires the parent. On expiry the parent is aborted (which aborts the child's
+// initialisation too) and TimeoutError names the group.
+//
+// Operations: every NCCL call goes through call_nccl(), which serialises the calls of this
+// communicator (NCCL requires it) and publishes "op X is inside NCCL until T" in two atomics. A
+// watchdog thread aborts the communicator when a call is still inside NCCL past its deadline (a
+// peer that never joins a connection NCCL sets up lazily), when ncclCommGetAsyncError reports an
+// error, or when the oldest operation tracked on a stream (a CUDA event recorded after it) has not
+// completed within the timeout. Every later call, and every wait done by our code (wait_event,
+// synchronize), then throws TimeoutError or DistributedError naming the group and the operation.
+// After an abort NCCL's kernels give up, so the streams drain instead of hanging.
+//
+// The abort of a call that is still inside NCCL comes from the watchdog thread while the caller's
+// thread is in NCCL: NCCL's abort flag makes that call return, which is what torch's watchdog
+// relies on too; NCCL documents only non-blocking communicators for aborting at any point, and
+// this is the one place where we accept that. It happens only on the failure path (a deadline
+// already missed).
+//
+// Teardown (destroy, the destructor) cannot deadlock: operations in flight are drained (bounded),
+// windows are deregistered and the communicator is finalized and destroyed under the same
+// watched calls (limit min(timeout, 10 s)), or the communicator is aborted.
+//
+// Collective rule: create() and every collective enqueued must be called by every rank of the
+// group, in the same order. enqueue() may be called from several threads, but NCCL itself
+// requires collectives of one communicator to be issued in one order on every rank.
+//
+// During CUDA graph capture no event is recorded (the capture turns operations into graph nodes;
+// the watchdog cannot observe replays) and NCCL's own error checks remain.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+#include <type_traits>
+#include <vector>
+
+#include "cuda/nccl/in_flight_ring.h"
+#include "cuda/nccl/nccl_api.h"
+#include "cuda/symmetric/symmetric_memory.h"
+#include "groupcoord/device.h"
+#include "groupcoord/process_group.h"
+#include "groupcoord/tensor.h"
+
+namespace groupcoord {
+namespace cuda {
+
+/// One NCCL call (or several, for a group), issued with the communicator's handle; owning, for
+/// calls collected into a group.
+using NcclCall = std::function<ncclResult_t(const NcclApi& api, ncclComm_t comm)>;
+
+/// A borrowed NCCL call for the hot path: it refers to the caller's callable instead of copying
+/// it (a std::function would allocate for most lambdas), so it is valid only during the call it
+/// is passed to.
+class NcclCallRef {
+ public:
+  template <typename F, typename = std::enable_if_t<!std::is_same_v<std::decay_t<F>, NcclCallRef>>>
+  NcclCallRef(F&& call)  // NOLINT(google-explicit-constructor): lambdas convert implicitly
+      : callable_(const_cast<void*>(static_cast<const void*>(std::addressof(call)))),
+        invoke_([](void* callable, const NcclApi& api, ncclComm_t comm) {
+          return (*static_cast<std::remove_reference_t<F>*>(callable))(api, comm);
+        }) {}
+
+  ncclResult_t operator()(const NcclApi& api, ncclComm_t comm) const {
+    return invoke_(callable_, api, comm);
+  }
+
+ private:
+  void* callable_;
+  ncclResult_t (*invoke_)(void* callable, const NcclApi& api, ncclComm_t comm);
+};
+
+/// A blocking NCCL communicator created within a deadline, with a watchdog. See the file comment.
+class NcclComm {
+ public:
+  /// Collective over `group`: builds the communicator on `device`; `name` (the coordinator's
+  /// unique name) appears in every error. Throws std::invalid_argument for a bad device,
+  /// TimeoutError when initialisation runs past the group's timeout, DistributedError when NCCL
+  /// cannot be loaded or fails (on any rank: the others learn about it and throw too).
+  static std::shared_ptr<NcclComm> create(std::shared_ptr<ProcessGroup> group, Device device,
+                                          std::string name);
+
+  /// Calls destroy(); logs rather than throws.
+  ~NcclComm();
+  NcclComm(const NcclComm&) = delete;
+  NcclComm& operator=(const NcclComm&) = delete;
+
+  const std::string& name() const { return name_; }
+  Device device() const { return device_; }
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// Deadline of initialisation, of each operation and of each wait.
+  std::chrono::milliseconds timeout() const { return timeout_; }
+  /// ncclGetVersion of the loaded NCCL.
+  int nccl_version() const { return api_->version; }
+  /// The CPU group the communicator was built over (agreements, symmetric_empty).
+  ProcessGroup& group() const { return *group_; }
+  /// This communicator's symmetric memory (docs/cuda.md; off unless enabled and agreed).
+  SymmetricMemory& symmetric() const { return *symmetric_; }
+
+  /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
+  /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU
+  /// group that all of them register the same size (an std::invalid_argument on every rank
+  /// otherwise), then NCCL's call is watched against the timeout. DistributedError when NCCL
+  /// registers nothing (it refuses windows for this communicator) or fails. Not during CUDA graph
+  /// capture. `ready` false (this rank could not allocate the memory) makes every rank throw after
+  /// the meeting, so that no rank enters NCCL's registration alone.
+  ncclWindow_t register_window(void* data, std::size_t bytes, int flags, const char* op,
+                               bool ready = true);
+  /// Drops the in-flight entries whose work has completed (releasing their keepalive tensors)
+  /// now, rather than at the watchdog's next round.
+  void release_completed();
+
+  /// Issues `call` (one NCCL call) on `stream` and tracks it as `op`; `keepalive` is held until
+  /// the operation completes. The caller has made device() current (its DeviceGuard: one per
+  /// call, not one per layer, on the hot path). Throws when the communicator is broken or
+  /// destroyed, when NCCL reports an error (DistributedError; the communicator is aborted if NCCL
+  /// says it is broken) or when the call stays inside NCCL past the timeout (TimeoutError,
+  /// aborted).
+  void enqueue(const char* op, cudaStream_t stream, NcclCallRef call, Tensor keepalive = {});
+  /// As enqueue() for several calls between ncclGroupStart and ncclGroupEnd.
+  void enqueue_group(const char* op, cudaStream_t stream, const std::vector<NcclCall>& calls,
+                     Tensor keepalive = {});
+
+  /// Waits on the host for `event`, polling, at most `timeout`. Throws the communicator's error
+  /// as soon as it is broken, and TimeoutError naming `op` when the wait runs out; with
+  /// `abort_on_expiry` the communicator is then aborted (an operation that does not finish within
+  /// the group's timeout is what the watchdog is for), else the operation keeps running.
+  void wait_event(cudaEvent_t event, const char* op, std::chrono::milliseconds timeout,
+                  bool abort_on_expiry);
+  /// Waits (as wait_event, with timeout()) for everything enqueued so far on `stream`.
+  void synchronize(cudaStream_t stream, const char* op);
+
+  /// Throws DistributedError after destroy(), or the stored TimeoutError / DistributedError when
+  /// the communicator is broken; `op` is the operation being attempted.
+  void check_usable(const char* op) const;
+  /// True once the communicator has been aborted after an error or a timeout.
+  bool is_broken() const;
+
+  /// Stops the watchdog and releases the communicator (see the file comment). Idempotent; later
+  /// operations throw DistributedError. Not collective, but peers still using the communicator
+  /// will see their operations fail.
+  void destroy();
+
+ private:
+  NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Device device,
+           std::string name);
+
+  // ---- creation (nccl_comm_init.cc) ----
+  /// ncclCommInitRankConfig with blocking = 0, polled until the deadline.
+  ncclComm_t init_parent(const ncclUniqueId& id, std::chrono::steady_clock::time_point deadline);
+  /// ncclCommSplit of `parent` into a blocking communicator, polled until the deadline; aborts
+  /// `parent` and throws on failure.
+  ncclComm_t split_blocking(ncclComm_t parent, std::chrono::steady_clock::time_point deadline);
+  /// Finalizes and destroys the non-blocking `parent` within a bounded time, else aborts it.
+  void retire_parent(ncclComm_t parent);
+  /// Collective: shares each rank's readiness and NCCL version; throws on every rank when any
+  /// rank is not ready or the versions differ.
+  static void agree_on_readiness(ProcessGroup& group, const std::string& name,
+                                 std::exception_ptr local_error, int version);
+  /// Collective: rank 0's unique id (or its failure) on every rank.
+  ncclUniqueId exchange_unique_id();
+  /// The blocking communicator (see the file comment), within the group's timeout.
+  void init_communicator(const ncclUniqueId& id);
+
+  // ---- operations (nccl_comm.cc) ----
+  /// Runs `call` with the communicator's handle, serialised with this communicator's other NCCL
+  /// calls and watched: still inside NCCL after `limit`, the watchdog aborts the communicator.
+  /// Returns NCCL's result. Throws when the communicator is unusable before the call (`teardown`:
+  /// destroy() may still use it) or was broken during it.
+  ncclResult_t call_nccl(const char* op, std::chrono::milliseconds limit, NcclCallRef call,
+                         bool teardown = false);
+  /// call_nccl for a caller that holds call_mutex_; `now_ns` is coarse_steady_nanoseconds() at the
+  /// call.
+  ncclResult_t call_nccl_serialised(const char* op, std::chrono::milliseconds limit,
+                                    NcclCallRef call, bool teardown, std::int64_t now_ns);
+  /// Throws for a call of `op` that returned `result` != ncclSuccess: the communicator is aborted
+  /// (TimeoutError / DistributedError) when NCCL reports it broken, else DistributedError says
+  /// NCCL refused the call.
+  [[noreturn]] void fail_call(const char* op, ncclResult_t result);
+  /// Records an event for `op` (issued at `now_ns`) on `stream` for the watchdog (skipped during
+  /// capture). Requires call_mutex_ (the ring has one producer at a time). Buffers of entries
+  /// reaped meanwhile go to `released`, which the caller destroys after unlocking.
+  void track(const char* op, cudaStream_t stream, std::int64_t now_ns, Tensor& keepalive,
+             std::vector<Tensor>& released);
+  /// track() found the ring full: frees completed entries, else waits for the oldest one (the
+  /// GPU is thousands of operations behind) within the timeout.
+  void wait_for_ring_room(const char* op, std::vector<Tensor>& released);
+  /// Keeps a buffer that the GPU may still use reachable until the process ends.
+  static void keep_forever(Tensor buffer);
+  /// ": <ncclGetLastError>" or "" when NCCL has nothing to add. Requires mutex_.
+  std::string last_error_locked() const;
+  /// Teardown: finalizes and destroys the communicator with watched calls when `operations_done`
+  /// and it is healthy, else aborts it. True when it was released cleanly.
+  bool close_communicator(bool operations_done, std::chrono::milliseconds limit);
+
+  // ---- failure handling (nccl_watchdog.cc) ----
+  /// Aborts the communicator and records why; the first reason wins. Requires mutex_.
+  void break_locked(bool timed_out, const std::string& reason);
+  /// As break_locked, taking mutex_.
+  void break_comm(bool timed_out, const std::string& reason);
+  /// check_usable() for a caller that holds mutex_.
+  void throw_if_unusable_locked(const char* op) const;
+  /// Throws the stored error for an attempt at `op`; requires broken_.
+  [[noreturn]] void throw_broken(const char* op) const;
+  /// The watchdog thread's body.
+  void watchdog_loop();
+  /// One round: a call stuck in NCCL, async error, completed and expired operations.
+  void watchdog_check();
+  /// Aborts the communicator when a call has been inside NCCL past its deadline.
+  void check_watched_call();
+  /// Releases the in-flight entries after teardown; leaks (and logs) the buffers of the others.
+  void release_in_flight(bool all_completed);
+
+  // ---- symmetric windows (nccl_comm_windows.cc) ----
+  /// Waits up to `limit` for every in-flight operation to complete; false when some did not.
+  bool drain_in_flight(std::chrono::milliseconds limit);
+  /// Teardown: deregisters `windows` (watched calls, newest first), before the communicator goes.
+  /// Windows that cannot be deregistered safely are leaked with their memory (logged); the
+  /// others' memory stays with the caller until the communicator is destroyed.
+  void release_windows(std::vector<RegisteredWindow>& windows, std::chrono::milliseconds limit,
+                       bool operations_done);
+
+  const NcclApi* api_;
+  std::shared_ptr<ProcessGroup> group_;
+  Device device_;
+  std::string name_;
+  int rank_ = 0;
+  int size_ = 1;
+  std::chrono::milliseconds timeout_;
+
+  /// Serialises this communicator's NCCL calls (call_nccl); taken before mutex_, never held by
+  /// the watchdog, so that it can abort a call that hangs.
+  std::mutex call_mutex_;
+  /// The call inside NCCL now (call_nccl): its op and its deadline in steady-clock nanoseconds
+  /// (0: none). Read by the watchdog without locks.
+  std::atomic<const char*> watched_op_{nullptr};
+  std::atomic<std::int64_t> watched_deadline_{0};
+
+  /// Guards comm_ and the broken state: aborts and state changes take it; never held across a
+  /// NCCL call that may wait for peers.
+  mutable std::mutex mutex_;
+  ncclComm_t comm_ = nullptr;
+  bool broken_ = false;
+  bool broken_by_timeout_ = false;
+  std::string broken_reason_;
+  std::atomic<bool> destroyed_{false};
+  /// comm_ while the communicator is usable (initialised, not broken, not destroyed), else null:
+  /// an operation's one check, without mutex_. Cleared under mutex_ before comm_ goes.
+  std::atomic<ncclComm_t> live_comm_{nullptr};
+
+  /// Operations enqueued and not yet seen complete: written by callers under call_mutex_, reaped
+  /// by the watchdog without blocking them.
+  InFlightRing in_flight_;
+  /// Guards stop_; the watchdog sleeps on wake_.
+  std::mutex watchdog_mutex_;
+  std::condition_variable wake_;
+  bool stop_ = false;
+  std::thread watchdog_;
+
+  /// Created last in create(); windows are deregistered first in destroy().
+  std::unique_ptr<SymmetricMemory> symmetric_;
+};
+
+}  // namespace cuda
+}  // namespace groupcoord
