@@ -112,7 +112,7 @@ class CudaCommunicator final : public DeviceCommunicator {
                           const std::vector<Tensor>& extra_tensors = {}) override;
   Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) override;
 
-  /// NCCL symmetric memory (symmetric_memory.h; cuda_symmetric_collectives.cc).
+  /// NCCL symmetric memory (cuda/symmetric/symmetric_memory.h).
   SymmetricMemoryStats symmetric_memory_stats() const override;
   Tensor symmetric_empty(const Shape& shape, DType dtype) override;
   void reserve_symmetric_scratch(std::int64_t bytes) override;
@@ -160,10 +160,9 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// reduce_scatterv with non-uniform `sizes` (grouped reduces).
   Tensor scatter_varying(const comm::OpLabel& where, const Tensor& input, int dim,
                          const std::vector<std::int64_t>& sizes);
-  /// The symmetric-memory paths (cuda_symmetric_collectives.cc): each returns std::nullopt when
-  /// the call takes the regular path (off, unsupported dtype, table says no, no scratch).
-  /// `front` has the collective's dim first and is on device_; `out`, when defined, receives
-  /// the result in that layout.
+  /// The symmetric-memory paths: each returns std::nullopt when the call takes the regular path
+  /// (off, unsupported dtype, table says no, no scratch). `front` has the collective's dim first
+  /// and is on device_; `out`, when defined, receives the result in that layout.
   std::optional<Tensor> symmetric_all_gather(const Tensor& front, const Tensor& out);
   std::optional<Tensor> symmetric_reduce_scatter(const comm::OpLabel& where, const Tensor& front,
                                                  const Tensor& out);

@@ -1,19 +1,243 @@
-// NcclComm operations, waits and teardown. Creation is in nccl_comm_init.cc, the watchdog and
-// the failure handling in nccl_watchdog.cc.
+// NcclComm (nccl_comm.h), in the order of an operation's life: creation (readiness agreement,
+// unique id exchange, a blocking communicator made within a deadline from a polled non-blocking
+// parent), the calls and their waits, teardown, the symmetric windows, and the watchdog that
+// aborts the communicator when something hangs or fails.
 #include "cuda/nccl/nccl_comm.h"
 
+#include <cuda_runtime_api.h>
 #include <algorithm>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <exception>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
+#include "bootstrap/env_parse.h"
 #include "cuda/nccl/poll_pause.h"
 #include "cuda/nccl/steady_nanoseconds.h"
+#include "cuda/runtime/abort_registry.h"
 #include "cuda/runtime/capture_status.h"
 #include "cuda/runtime/cuda_check.h"
 #include "cuda/runtime/device_guard.h"
 #include "groupcoord/check.h"
+#include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
 
 namespace groupcoord {
 namespace cuda {
+
+namespace {
+
+// Operations a communicator tracks at once before a caller waits for the oldest: far more than
+// an engine step issues, few enough that the slots' events cost nothing noticeable.
+// GROUPCOORD_NCCL_MAX_IN_FLIGHT overrides it (docs/cuda.md, "The hot path").
+constexpr std::size_t kInFlightCapacity = 4096;
+constexpr const char* kInFlightEnv = "GROUPCOORD_NCCL_MAX_IN_FLIGHT";
+
+std::size_t in_flight_capacity() {
+  const char* text = std::getenv(kInFlightEnv);
+  if (text == nullptr || *text == '\0') return kInFlightCapacity;
+  const int value = bootstrap_detail::parse_non_negative_int(text, kInFlightEnv);
+  if (value < 128 || value > (1 << 20)) {
+    throw std::invalid_argument(std::string(kInFlightEnv) + "=" + text +
+                                ": the operations tracked per NCCL communicator must be between "
+                                "128 and 1048576");
+  }
+  return static_cast<std::size_t>(value);
+}
+
+// What rank 0 broadcasts: whether it made an id, and the id.
+struct IdMessage {
+  std::uint8_t ok;
+  ncclUniqueId id;
+};
+
+// How long retiring the non-blocking parent may take before it is aborted instead.
+constexpr std::chrono::milliseconds kRetireLimit{10000};
+
+std::string version_str(int version) {
+  return std::to_string(version / 10000) + "." + std::to_string(version / 100 % 100) + "." +
+         std::to_string(version % 100);
+}
+
+}  // namespace
+
+NcclComm::NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Device device,
+                   std::string name)
+    : api_(&api),
+      group_(std::move(group)),
+      device_(device),
+      name_(std::move(name)),
+      rank_(group_->rank()),
+      size_(group_->size()),
+      timeout_(group_->timeout()),
+      in_flight_(in_flight_capacity()) {}
+
+std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, Device device,
+                                           std::string name) {
+  GC_CHECK(group != nullptr, name, " cuda communicator: the context has no cpu_group");
+  std::exception_ptr local_error;
+  const NcclApi* api = nullptr;
+  try {
+    check_cuda_device(device, (name + " cuda communicator").c_str());
+    api = &nccl_api();
+  } catch (...) {
+    local_error = std::current_exception();
+  }
+  agree_on_readiness(*group, name, local_error, api != nullptr ? api->version : 0);
+  std::shared_ptr<NcclComm> comm(new NcclComm(*api, std::move(group), device, std::move(name)));
+  comm->init_communicator(comm->exchange_unique_id());
+  comm->watchdog_ = std::thread([raw = comm.get()] { raw->watchdog_loop(); });
+  comm->symmetric_ = std::make_unique<SymmetricMemory>(*comm, *api);  // collective agreement
+  GC_LOG(Debug, comm->name_, ": NCCL communicator ready (rank ", comm->rank_, " of ", comm->size_,
+         " on ", device.str(), ", NCCL ", version_str(api->version), ")");
+  return comm;
+}
+
+void NcclComm::agree_on_readiness(ProcessGroup& group, const std::string& name,
+                                  std::exception_ptr local_error, int version) {
+  // Every rank takes part even when it failed, so that nobody waits for it until the timeout.
+  const std::int64_t mine = local_error ? -1 : version;
+  std::vector<std::int64_t> all(group.size());
+  group.all_gather(&mine, all.data(), 1, DType::Int64);
+  if (local_error) std::rethrow_exception(local_error);
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] < 0) {
+      GC_THROW(DistributedError, name, " cuda communicator: rank ", r,
+               " of the group could not set up CUDA or NCCL (see its error)");
+    }
+  }
+  for (std::size_t r = 0; r < all.size(); ++r) {
+    if (all[r] != version) {
+      GC_THROW(DistributedError, name, " cuda communicator: rank ", r, " loaded NCCL ",
+               version_str(static_cast<int>(all[r])), " but this rank loaded ",
+               version_str(version), "; every rank must use the same NCCL (", kNcclLibraryEnv, ")");
+    }
+  }
+}
+
+ncclUniqueId NcclComm::exchange_unique_id() {
+  IdMessage message{};
+  ncclResult_t result = ncclSuccess;
+  if (rank_ == 0) {
+    result = api_->GetUniqueId(&message.id);
+    message.ok = result == ncclSuccess ? 1 : 0;
+  }
+  group_->broadcast(&message, sizeof(message), DType::UInt8, 0);
+  if (rank_ == 0) {
+    GC_NCCL_CHECK(result, name_, " cuda communicator: creating the NCCL unique id");
+  } else if (message.ok == 0) {
+    GC_THROW(DistributedError, name_,
+             " cuda communicator: rank 0 of the group could not create "
+             "the NCCL unique id (see its error)");
+  }
+  return message.id;
+}
+
+void NcclComm::init_communicator(const ncclUniqueId& id) {
+  DeviceGuard guard(device_);
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  ncclComm_t parent = init_parent(id, deadline);
+  ncclComm_t comm = split_blocking(parent, deadline);
+  retire_parent(parent);
+  // Before the first operation, so that none of the first thousands pays for its event. A
+  // failure here is not fatal: the operations create the missing events (and report errors).
+  const cudaError_t events = in_flight_.create_events();
+  if (events != cudaSuccess) {
+    (void)cudaGetLastError();
+    GC_LOG(Warn, name_, ": creating the in-flight ring's events failed (", cuda_error_text(events),
+           "); operations will create them");
+  }
+  std::lock_guard<std::mutex> lock(mutex_);
+  comm_ = comm;
+  live_comm_.store(comm, std::memory_order_release);
+}
+
+ncclComm_t NcclComm::init_parent(const ncclUniqueId& id,
+                                 std::chrono::steady_clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;  // every call returns at once; we poll with a deadline
+  ncclComm_t comm = nullptr;
+  ncclResult_t state = api_->CommInitRankConfig(&comm, size_, id, rank_, &config);
+  for (int round = 0; state == ncclInProgress && comm != nullptr; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      api_->CommAbort(comm);
+      GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
+               size_, " on ", device_.str(), ") did not complete within ", timeout_.count(),
+               " ms; did every rank of the group create the communicator?");
+    }
+    poll_pause(round);
+    api_->CommGetAsyncError(comm, &state);
+  }
+  if (state != ncclSuccess) {
+    std::string detail;
+    if (comm != nullptr && api_->GetLastError != nullptr) detail = api_->GetLastError(comm);
+    if (comm != nullptr) api_->CommAbort(comm);
+    GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
+             " of ", size_, " on ", device_.str(), ") failed: ", nccl_result_text(state),
+             detail.empty() ? "" : ": ", detail);
+  }
+  return comm;
+}
+
+ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
+                                    std::chrono::steady_clock::time_point deadline) {
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 1;
+  // NCCL writes the child's handle from the parent's thread once the split has completed.
+  ncclComm_t child = nullptr;
+  ncclResult_t state = api_->CommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
+  // On a non-blocking parent the split returns ncclSuccess at once and runs on NCCL's thread,
+  // which marks the parent ncclInProgress until it is done: the parent's state is the answer.
+  if (state == ncclSuccess || state == ncclInProgress) api_->CommGetAsyncError(parent, &state);
+  for (int round = 0; state == ncclInProgress; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) {
+      api_->CommAbort(parent);  // also stops the child's initialisation
+      GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
+               size_, " on ", device_.str(),
+               ", the blocking communicator) did not complete "
+               "within ",
+               timeout_.count(), " ms; did every rank of the group create it?");
+    }
+    poll_pause(round);
+    api_->CommGetAsyncError(parent, &state);
+  }
+  child = *static_cast<volatile ncclComm_t*>(&child);  // written by NCCL's thread
+  if (state != ncclSuccess || child == nullptr) {
+    std::string detail;
+    if (api_->GetLastError != nullptr) detail = api_->GetLastError(parent);
+    api_->CommAbort(parent);
+    GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
+             " of ", size_, " on ", device_.str(),
+             ", splitting off the blocking communicator) "
+             "failed: ",
+             nccl_result_text(state), detail.empty() ? "" : ": ", detail);
+  }
+  return child;
+}
+
+void NcclComm::retire_parent(ncclComm_t parent) {
+  // The parent only made the blocking communicator within a deadline; nothing ran on it.
+  const auto deadline = std::chrono::steady_clock::now() + std::min(timeout_, kRetireLimit);
+  ncclResult_t state = api_->CommFinalize(parent);
+  for (int round = 0; state == ncclInProgress; ++round) {
+    if (std::chrono::steady_clock::now() >= deadline) break;
+    poll_pause(round);
+    api_->CommGetAsyncError(parent, &state);
+  }
+  if (state == ncclSuccess) {
+    api_->CommDestroy(parent);
+  } else {
+    GC_LOG(Warn, name_, ": the NCCL parent communicator did not finalize (",
+           nccl_result_text(state), "); aborting it");
+    api_->CommAbort(parent);
+  }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Operations, waits and teardown.
 
 namespace {
 
@@ -308,6 +532,261 @@ bool NcclComm::close_communicator(bool operations_done, std::chrono::millisecond
     comm_ = nullptr;
   }
   return false;
+}
+
+// -------------------------------------------------------------------------------------------------
+// NcclComm's symmetric windows: collective registration with a deadline (a watched call, see
+// nccl_comm.h), and their release at teardown in an order that never frees memory the GPU or
+// NCCL may still use:
+//   1. wait (bounded) for every operation in flight, 2. deregister each window, 3. finalize and
+//   destroy the communicator (above), 4. the memory is freed when its last owner (a pool
+//   tensor, or the released window list) lets go.
+// When operations did not finish, or the communicator was aborted, the windows and their memory
+// are leaked on purpose (logged): a kernel or a peer may still read them.
+
+namespace {
+
+// Windows that could not be released safely: reachable until the process ends.
+void keep_windows_forever(std::vector<RegisteredWindow> windows) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<RegisteredWindow>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& window : windows) kept->push_back(std::move(window));
+}
+
+}  // namespace
+
+ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags, const char* op,
+                                       bool ready) {
+  GC_CHECK(api_->CommWindowRegister != nullptr, name_, " ", op,
+           ": the loaded NCCL has no ncclCommWindowRegister");
+  // ncclCommWindowRegister waits for every rank without a deadline of its own: meet over the
+  // CPU group first (which has one), check that every rank registers the same size, and that
+  // every rank is able to (its memory allocated, the communicator usable).
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    // Aborted and the CPU group broken too (a peer gone): there is nobody to meet, so say why at
+    // once. Otherwise the peers are told below that this rank cannot register.
+    if (broken_ && group_->is_broken()) throw_broken(op);
+    if (destroyed_.load() || broken_ || comm_ == nullptr) ready = false;
+  }
+  const std::int64_t mine[2] = {static_cast<std::int64_t>(bytes), ready ? 1 : 0};
+  std::vector<std::int64_t> all(2 * static_cast<std::size_t>(size_));
+  try {
+    group_->all_gather(mine, all.data(), 2, DType::Int64);
+  } catch (const TimeoutError& e) {
+    // A peer that never joins this op: the communicator is as unusable as after a hung NCCL
+    // call, and the error names the op (not only the CPU group's step).
+    break_comm(true, std::string(op) +
+                         " did not start: a peer did not join the window "
+                         "registration within the group's timeout (" +
+                         e.what() + ")");
+    check_usable(op);
+  }
+  for (int r = 0; r < size_; ++r) {
+    if (all[2 * r + 1] == 0) {
+      check_usable(op);  // this rank's own reason, when it is the one
+      GC_THROW(DistributedError, name_, " ", op, ": rank ", r,
+               " of the group cannot register the window (see its error); nobody does");
+    }
+  }
+  for (int r = 0; r < size_; ++r) {
+    GC_CHECK(all[2 * r] == mine[0], name_, " ", op, ": rank ", r, " registers a window of ",
+             all[2 * r], " bytes but this rank one of ", mine[0],
+             "; every rank must register the same size");
+  }
+  DeviceGuard guard(device_);
+  ncclWindow_t window = nullptr;
+  const ncclResult_t result = call_nccl(op, timeout_, [&](const NcclApi& api, ncclComm_t comm) {
+    return api.CommWindowRegister(comm, data, bytes, &window, flags);
+  });
+  if (result != ncclSuccess) fail_call(op, result);
+  GC_CHECK(window != nullptr, name_, " ", op, ": ncclCommWindowRegister registered nothing for ",
+           bytes, " bytes");
+  return window;
+}
+
+bool NcclComm::drain_in_flight(std::chrono::milliseconds limit) {
+  RelaxedCaptureMode relaxed;  // event queries must not invalidate another thread's capture
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int round = 0;; ++round) {
+    std::vector<Tensor> released;
+    const InFlightRing::Scan scan = in_flight_.reap(released);
+    // Entries whose event failed never complete: no use waiting for them.
+    if (scan.pending == scan.failed) return scan.pending == 0;
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    poll_pause(round);
+  }
+}
+
+void NcclComm::release_windows(std::vector<RegisteredWindow>& windows,
+                               std::chrono::milliseconds limit, bool operations_done) {
+  if (windows.empty()) return;
+  bool usable = false;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    usable = comm_ != nullptr && !broken_;
+  }
+  if (!usable || !operations_done) {
+    GC_LOG(Warn, name_, ": ", windows.size(), " symmetric window(s) kept with their memory: ",
+           usable ? "operations were still running" : "the communicator was aborted");
+    keep_windows_forever(std::move(windows));
+    windows.clear();
+    return;
+  }
+  for (RegisteredWindow& window : windows) {
+    ncclResult_t state = ncclInternalError;
+    try {
+      state = call_nccl(
+          "deregister window", limit,
+          [&](const NcclApi& api, ncclComm_t comm) {
+            return api.CommWindowDeregister(comm, window.handle);
+          },
+          /*teardown=*/true);
+    } catch (const std::exception& e) {
+      GC_LOG(Warn, name_, ": ", e.what());
+    }
+    if (state != ncclSuccess) {
+      GC_LOG(Warn, name_, ": deregistering a symmetric window failed (", nccl_result_text(state),
+             "); its memory is kept");
+      std::vector<RegisteredWindow> kept;
+      kept.push_back(std::move(window));
+      keep_windows_forever(std::move(kept));
+    }
+  }
+}
+
+void NcclComm::release_completed() {
+  RelaxedCaptureMode relaxed;  // may run on a thread next to another thread's capture
+  std::vector<Tensor> released;
+  in_flight_.reap(released);
+}
+
+// -------------------------------------------------------------------------------------------------
+// NcclComm's watchdog thread and failure handling. The thread wakes every few milliseconds while
+// operations are in flight (rarely otherwise), reaps the operations whose events completed, and
+// aborts the communicator on an asynchronous NCCL error or when the oldest operation has been in
+// flight longer than the timeout. Waiting callers then see the broken flag and throw.
+
+namespace {
+
+// Poll periods: short while work is in flight (the timeout is detected within this much), long
+// when idle (only asynchronous errors can show up then).
+constexpr std::chrono::milliseconds kBusyPeriod{10};
+constexpr std::chrono::milliseconds kIdlePeriod{200};
+
+}  // namespace
+
+void NcclComm::keep_forever(Tensor buffer) {
+  // Reachable, so leak checkers stay quiet, until the process ends.
+  static std::mutex mutex;
+  static auto* kept = new std::vector<Tensor>();
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(buffer));
+}
+
+void NcclComm::break_locked(bool timed_out, const std::string& reason) {
+  if (broken_) return;  // the first reason is the one worth reporting
+  broken_ = true;
+  live_comm_.store(nullptr, std::memory_order_release);
+  broken_by_timeout_ = timed_out;
+  broken_reason_ = reason;
+  GC_LOG(Error, name_, ": aborting the NCCL communicator (rank ", rank_, " of ", size_, " on ",
+         device_.str(), "): ", reason);
+  if (comm_ != nullptr) {
+    // Aborting makes NCCL's kernels give up, so every stream waiting on them drains.
+    api_->CommAbort(comm_);
+    comm_ = nullptr;
+  }
+  record_abort(name_ + ": " + reason);
+}
+
+void NcclComm::break_comm(bool timed_out, const std::string& reason) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  break_locked(timed_out, reason);
+}
+
+void NcclComm::throw_broken(const char* op) const {
+  if (broken_by_timeout_) {
+    GC_THROW(TimeoutError, name_, " ", op, ": the NCCL communicator was aborted because ",
+             broken_reason_);
+  }
+  GC_THROW(DistributedError, name_, " ", op, ": the NCCL communicator was aborted because ",
+           broken_reason_);
+}
+
+void NcclComm::watchdog_loop() {
+  // The watchdog may query events while another thread captures a CUDA graph in global mode,
+  // which would make those calls fail (and invalidate the capture): relax the mode for this
+  // thread.
+  cudaSetDevice(device_.index);
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  cudaThreadExchangeStreamCaptureMode(&mode);
+  std::unique_lock<std::mutex> lock(watchdog_mutex_);
+  while (!stop_) {
+    wake_.wait_for(lock, in_flight_.empty() ? kIdlePeriod : kBusyPeriod);
+    if (stop_) break;
+    lock.unlock();
+    try {
+      watchdog_check();
+    } catch (const std::exception& e) {
+      GC_LOG(Error, name_, ": NCCL watchdog: ", e.what());
+    }
+    lock.lock();
+  }
+}
+
+void NcclComm::check_watched_call() {
+  const std::int64_t deadline = watched_deadline_.load(std::memory_order_acquire);
+  if (deadline == 0 || coarse_steady_nanoseconds() < deadline) return;
+  const char* op = watched_op_.load(std::memory_order_relaxed);
+  break_comm(true, std::string(op != nullptr ? op : "an NCCL call") +
+                       " did not return from NCCL within the group's timeout of " +
+                       std::to_string(timeout_.count()) +
+                       " ms (a peer that never joined it? did every rank call it?)");
+}
+
+void NcclComm::watchdog_check() {
+  check_watched_call();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_ && comm_ != nullptr) {
+      ncclResult_t state = ncclSuccess;
+      api_->CommGetAsyncError(comm_, &state);
+      if (state != ncclSuccess && state != ncclInProgress) {
+        break_locked(false, "NCCL reported an asynchronous error: " + nccl_result_text(state) +
+                                last_error_locked());
+      }
+    }
+  }
+  std::vector<Tensor> released;  // destroyed at the end of the round, no lock held
+  const InFlightRing::Scan scan = in_flight_.reap(released);
+  std::string failure;
+  bool timed_out = false;
+  if (scan.failed_op != nullptr) {
+    failure = std::string(scan.failed_op) + " failed on the GPU: " + cuda_error_text(scan.failure);
+  } else if (scan.oldest_op != nullptr) {
+    const auto age = std::chrono::duration_cast<std::chrono::milliseconds>(
+        std::chrono::nanoseconds(coarse_steady_nanoseconds() - scan.oldest_enqueued_ns));
+    if (age > timeout_) {
+      timed_out = true;
+      failure = std::string(scan.oldest_op) + " did not complete within the group's timeout of " +
+                std::to_string(timeout_.count()) + " ms (enqueued " + std::to_string(age.count()) +
+                " ms ago; did every rank call it?)";
+    }
+  }
+  if (!failure.empty()) break_comm(timed_out, failure);
+}
+
+void NcclComm::release_in_flight(bool all_completed) {
+  // The GPU may still touch the buffers of operations that never completed: leaking them beats
+  // freeing memory in use.
+  const std::size_t leaked = in_flight_.release_all(all_completed, keep_forever);
+  if (leaked > 0) {
+    GC_LOG(Warn, name_, ": ", leaked,
+           " NCCL operation(s) had not completed at teardown; their "
+           "buffers are leaked on purpose");
+  }
 }
 
 }  // namespace cuda

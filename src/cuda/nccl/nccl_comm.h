@@ -166,7 +166,7 @@ class NcclComm {
   NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Device device,
            std::string name);
 
-  // ---- creation (nccl_comm_init.cc) ----
+  // ---- creation ----
   /// ncclCommInitRankConfig with blocking = 0, polled until the deadline.
   ncclComm_t init_parent(const ncclUniqueId& id, std::chrono::steady_clock::time_point deadline);
   /// ncclCommSplit of `parent` into a blocking communicator, polled until the deadline; aborts
@@ -214,7 +214,7 @@ class NcclComm {
   /// and it is healthy, else aborts it. True when it was released cleanly.
   bool close_communicator(bool operations_done, std::chrono::milliseconds limit);
 
-  // ---- failure handling (nccl_watchdog.cc) ----
+  // ---- failure handling (the watchdog) ----
   /// Aborts the communicator and records why; the first reason wins. Requires mutex_.
   void break_locked(bool timed_out, const std::string& reason);
   /// As break_locked, taking mutex_.
@@ -232,7 +232,7 @@ class NcclComm {
   /// Releases the in-flight entries after teardown; leaks (and logs) the buffers of the others.
   void release_in_flight(bool all_completed);
 
-  // ---- symmetric windows (nccl_comm_windows.cc) ----
+  // ---- symmetric windows ----
   /// Waits up to `limit` for every in-flight operation to complete; false when some did not.
   bool drain_in_flight(std::chrono::milliseconds limit);
   /// Teardown: deregisters `windows` (watched calls, newest first), before the communicator goes.
