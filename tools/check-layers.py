@@ -72,7 +72,7 @@ PUBLIC_HEADERS = {
     "symmetric_memory.h": "communicator",
     "group_coordinator.h": "coordinator",
     # Header-only; the types of the coordinator's *_tensor_dict protocols
-    # (coordinator/tensor_dict_protocol.cc); groupcoord.h lists it with the coordinator.
+    # (coordinator/group_coordinator.cc); groupcoord.h lists it with the coordinator.
     "tensor_dict.h": "coordinator",
     "parallel_state.h": "parallel_state",
     "groupcoord.h": "parallel_state",  # the umbrella header: includes up to parallel_state.h

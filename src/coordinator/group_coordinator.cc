@@ -1,20 +1,34 @@
-// GroupCoordinator: construction, rank bookkeeping, destroy and the registry lookup. The
-// operations live in coordinator_collectives.cc, coordinator_objects.cc and
-// tensor_dict_protocol.cc (see group_coordinator_impl.h).
+// GroupCoordinator (groupcoord/group_coordinator.h): construction, rank bookkeeping, destroy and
+// the registry lookup, then the operations in the order of the header: tensor collectives and
+// point-to-point, objects, the tensor-dict protocol, message queues, symmetric memory and graph
+// capture. The state they share is GroupCoordinator::Impl (group_coordinator_impl.h).
 #include "groupcoord/group_coordinator.h"
 
 #include <algorithm>
+#include <cstring>
 #include <exception>
+#include <memory>
 #include <utility>
+#include <vector>
 
+#include "communicator/output_tensor.h"
+#include "coordinator/coordinator_checks.h"
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/group_registry.h"
+#include "coordinator/host_transfers.h"
 #include "coordinator/mq_object_broadcaster.h"
+#include "coordinator/object_protocol.h"
+#include "coordinator/tensor_metadata.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
+#include "groupcoord/message_queue.h"
 #include "groupcoord/world.h"
+
+#ifdef GROUPCOORD_WITH_CUDA
+#include "groupcoord/cuda/graph_capture.h"
+#endif
 
 namespace groupcoord {
 
@@ -203,6 +217,669 @@ GroupCoordinator* GroupCoordinator::find(const std::string& unique_name) {
 
 std::uint64_t GroupCoordinator::registry_generation() {
   return coordinator_detail::registry_generation();
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's tensor collectives, barrier, point-to-point tensors, sibling groups and MoE
+// routing. Each collective follows vLLM: bypass at world size 1 (returning the input), else hand
+// the tensor to the device communicator. Arguments are checked here (coordinator_checks.h), so
+// the messages do not depend on the communicator plugged in.
+
+using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
+
+Tensor GroupCoordinator::all_reduce(const Tensor& input) {
+  Impl& s = *impl_;
+  s.check_alive("all_reduce");
+  if (s.world_size == 1) return input;
+  check_tensor(s.label("all_reduce"), input);
+  return s.communicator_for("all_reduce", input).all_reduce(input);
+}
+
+Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) {
+  Impl& s = *impl_;
+  s.check_alive("all_gather");
+  if (s.world_size == 1) return input;
+  check_dim(s.label("all_gather"), input, dim);
+  return s.communicator_for("all_gather", input).all_gather(input, dim);
+}
+
+Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
+                                     const std::optional<std::vector<std::int64_t>>& sizes) {
+  Impl& s = *impl_;
+  s.check_alive("all_gatherv");
+  s.require_communicator("all_gatherv");
+  DeviceCommunicator& comm = s.communicator_for("all_gatherv", input);
+  check_gatherv_sizes(s.label("all_gatherv"), input, dim, sizes, s.world_size, s.rank_in_group);
+  return comm.all_gatherv(input, dim, sizes);  // one input: no vectors
+}
+
+std::vector<Tensor> GroupCoordinator::all_gatherv(
+    const std::vector<Tensor>& inputs, int dim,
+    const std::optional<std::vector<std::int64_t>>& sizes) {
+  Impl& s = *impl_;
+  s.check_alive("all_gatherv");
+  s.require_communicator("all_gatherv");
+  const comm::OpLabel label = s.label("all_gatherv");
+  GC_CHECK(!inputs.empty(), label, ": the list of inputs is empty");
+  DeviceCommunicator& comm = s.communicator_for("all_gatherv", inputs.front());
+  for (const Tensor& input : inputs) {
+    check_gatherv_sizes(label, input, dim, sizes, s.world_size, s.rank_in_group);
+  }
+  return comm.all_gatherv(inputs, dim, sizes);
+}
+
+Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
+  Impl& s = *impl_;
+  s.check_alive("reduce_scatter");
+  if (s.world_size == 1) return input;
+  const comm::OpLabel label = s.label("reduce_scatter");
+  check_dim(label, input, dim);
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
+  check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
+  return comm.reduce_scatter(input, dim);
+}
+
+// Caller-provided outputs: the coordinator checks the input as for the out-of-place call and
+// leaves `out` to the communicator, except at world size 1, where it copies the input.
+Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("all_reduce");
+  const comm::OpLabel label = s.label("all_reduce");
+  check_tensor(label, input);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_reduce", input, out);
+  return s.communicator_for("all_reduce", input).all_reduce(input, out);
+}
+
+Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("all_gather");
+  const comm::OpLabel label = s.label("all_gather");
+  check_dim(label, input, dim);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_gather", input, out);
+  return s.communicator_for("all_gather", input).all_gather(input, dim, out);
+}
+
+Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+  Impl& s = *impl_;
+  s.check_alive("reduce_scatter");
+  const comm::OpLabel label = s.label("reduce_scatter");
+  check_dim(label, input, dim);
+  if (s.world_size == 1) return copy_into_output(s.unique_name, "reduce_scatter", input, out);
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
+  check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
+  return comm.reduce_scatter(input, dim, out);
+}
+
+Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
+                                         const std::optional<std::vector<std::int64_t>>& sizes) {
+  Impl& s = *impl_;
+  s.check_alive("reduce_scatterv");
+  DeviceCommunicator& comm = s.communicator_for("reduce_scatterv", input);
+  check_scatterv_sizes(s.label("reduce_scatterv"), input, dim, sizes, s.world_size);
+  return comm.reduce_scatterv(input, dim, sizes);
+}
+
+std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int dim) {
+  Impl& s = *impl_;
+  s.check_alive("gather");
+  const comm::OpLabel label = s.label("gather");
+  check_group_rank(label, "dst", dst, s.world_size);
+  if (s.world_size == 1) return input;
+  DeviceCommunicator& comm = s.communicator_for("gather", input);
+  check_dim(label, input, dim);
+  return comm.gather(input, dst, dim);
+}
+
+Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
+  Impl& s = *impl_;
+  s.check_alive("broadcast");
+  const comm::OpLabel label = s.label("broadcast");
+  check_group_rank(label, "src", src, s.world_size);
+  if (s.world_size == 1) return input;
+  check_tensor(label, input);
+  // vLLM broadcasts on the device group directly; that is the Gloo device group for host
+  // tensors, and the communicator (NCCL) otherwise.
+  if (input.device().is_cpu()) {
+    // Host tensors never go through NCCL: the CPU group carries them on the nccl backend.
+    broadcast_host_tensor(s.device_group ? *s.device_group : *s.cpu_group, input, src);
+    return input;
+  }
+  return s.require_communicator("broadcast").broadcast(input, src);
+}
+
+void GroupCoordinator::barrier() {
+  Impl& s = *impl_;
+  s.check_alive("barrier");
+  s.cpu_group->barrier();
+}
+
+void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) {
+  Impl& s = *impl_;
+  s.check_alive("send");
+  s.require_communicator("send");
+  const int peer = s.resolve_peer("send", "dst", dst);
+  check_tensor(s.label("send"), tensor);
+  DeviceCommunicator& comm = s.communicator_for("send", tensor);
+  comm.send(tensor, peer);
+}
+
+Tensor GroupCoordinator::recv(const Shape& size, DType dtype, std::optional<int> src) {
+  Impl& s = *impl_;
+  s.check_alive("recv");
+  DeviceCommunicator& comm = s.require_communicator("recv");
+  const int peer = s.resolve_peer("recv", "src", src);
+  return comm.recv(size, dtype, peer);
+}
+
+Tensor GroupCoordinator::recv(const Tensor& out, std::optional<int> src) {
+  Impl& s = *impl_;
+  s.check_alive("recv");
+  DeviceCommunicator& comm = s.communicator_for("recv", out);  // host tensors as send's
+  const int peer = s.resolve_peer("recv", "src", src);
+  return comm.recv(out, peer);
+}
+
+std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
+    std::optional<std::string> group_desc) {
+  Impl& s = *impl_;
+  s.check_alive("make_sibling_device_group");
+  const std::string name = s.unique_name + "/" + group_desc.value_or("sibling");
+  DeviceCommunicatorContext context;
+  context.cpu_group = s.cpu_group;
+  context.device = s.device;
+  context.unique_name = name;
+  context.use_all2all = s.use_all2all;
+  // Collective over all world ranks for the gloo backend (one new group per list, as vLLM's
+  // new_group loop); an NCCL communicator makes its own connections from the CPU group.
+  if (s.backend == "gloo") {
+    context.device_group = create_sibling_groups(*world_group(), s.group_ranks, name, s.timeout);
+  }
+  return create_device_communicator(s.backend == "nccl" ? "cuda" : "cpu", context);
+}
+
+DispatchRouterLogitsResult GroupCoordinator::dispatch_router_logits(
+    const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel,
+    const std::vector<Tensor>& extra_tensors) {
+  Impl& s = *impl_;
+  s.check_alive("dispatch_router_logits");
+  if (!s.communicator) return {hidden_states, router_logits, extra_tensors};
+  return s.communicator->dispatch_router_logits(hidden_states, router_logits, is_sequence_parallel,
+                                                extra_tensors);
+}
+
+DispatchResult GroupCoordinator::dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
+                                          const Tensor& topk_ids, bool is_sequence_parallel,
+                                          const std::vector<Tensor>& extra_tensors) {
+  Impl& s = *impl_;
+  s.check_alive("dispatch");
+  if (!s.communicator) return {hidden_states, topk_weights, topk_ids, extra_tensors};
+  return s.communicator->dispatch(hidden_states, topk_weights, topk_ids, is_sequence_parallel,
+                                  extra_tensors);
+}
+
+Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {
+  Impl& s = *impl_;
+  s.check_alive("combine");
+  if (!s.communicator) return hidden_states;
+  return s.communicator->combine(hidden_states, is_sequence_parallel);
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's object operations. Objects are Bytes (Python pickles them); everything goes
+// over the Gloo CPU group (object_protocol.h), including broadcast_object_list, which vLLM sends
+// over the device group (with NCCL that costs a host-device round trip for pure host data).
+
+using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
+
+Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) {
+  Impl& s = *impl_;
+  s.check_alive("broadcast_object");
+  const comm::OpLabel label = s.label("broadcast_object");
+  check_group_rank(label, "src", src, s.world_size);
+  GC_CHECK(s.rank_in_group != src || obj.has_value(), label, ": src ", src,
+           " (this rank) passed no object to broadcast");
+  if (s.world_size == 1) return *obj;
+  if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
+    return s.mq_broadcaster->broadcast_object(obj);
+  }
+  return broadcast_object_bytes(*s.cpu_group, obj, src);
+}
+
+std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Bytes>& obj_list,
+                                                           int src) {
+  Impl& s = *impl_;
+  s.check_alive("broadcast_object_list");
+  const comm::OpLabel label = s.label("broadcast_object_list");
+  check_group_rank(label, "src", src, s.world_size);
+  if (s.world_size == 1) return obj_list;
+  const bool is_src = s.rank_in_group == src;
+  // One object carrying the whole list, so receivers learn its length from the source and can
+  // check theirs after the collective has completed (the group stays in step either way).
+  std::optional<Bytes> packed;
+  if (is_src) packed = pack_object_list(obj_list);
+  Bytes received = broadcast_object_bytes(*s.cpu_group, packed, src);
+  if (is_src) return obj_list;
+  std::vector<Bytes> objects = unpack_object_list(received, comm::to_string(label));
+  GC_CHECK(objects.size() == obj_list.size(), label, ": this rank passed a list of ",
+           obj_list.size(), " objects but src ", src, " broadcast ", objects.size());
+  return objects;
+}
+
+void GroupCoordinator::send_object(const Bytes& obj, int dst) {
+  Impl& s = *impl_;
+  s.check_alive("send_object");
+  const comm::OpLabel label = s.label("send_object");
+  check_group_rank(label, "dst", dst, s.world_size);
+  check_not_self(label, "dst", dst, s.rank_in_group);
+  send_object_bytes(*s.cpu_group, obj, dst);
+}
+
+Bytes GroupCoordinator::recv_object(int src) {
+  Impl& s = *impl_;
+  s.check_alive("recv_object");
+  const comm::OpLabel label = s.label("recv_object");
+  check_group_rank(label, "src", src, s.world_size);
+  check_not_self(label, "src", src, s.rank_in_group);
+  return recv_object_bytes(*s.cpu_group, src, comm::to_string(label));
+}
+
+std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) {
+  Impl& s = *impl_;
+  s.check_alive("isend_object");
+  const comm::OpLabel label = s.label("isend_object");
+  check_group_rank(label, "dst", dst, s.world_size);
+  check_not_self(label, "dst", dst, s.rank_in_group);
+  return isend_object_bytes(*s.cpu_group, std::move(obj), dst);
+}
+
+// -------------------------------------------------------------------------------------------------
+// vLLM's tensor-dict protocol. A dict travels as its metadata list (tensor_metadata.h), sent as
+// one object over the CPU group, followed by each non-empty tensor: host tensors over the CPU
+// group, device tensors through the device communicator. Empty tensors are rebuilt from the
+// metadata alone. Receivers see the keys in the sender's order. broadcast_tensor_dict sends the
+// host tensors of up to 64 KiB together, in one buffer, before the others.
+//
+// all_gather_group (send/recv only): a tensor whose element count divides by that group's size
+// (or that all_gather_tensors forces) travels as the all_gather_group rank's slice
+// reshape(ag_size, -1)[ag_rank]; the receivers all_gather the slices over all_gather_group
+// (dim 0) and reshape to the original shape. Sending and receiving ranks must agree on
+// all_gather_group's size and ranks, as in vLLM.
+
+using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
+
+namespace {
+
+// vLLM's _should_use_all_gather.
+bool should_use_all_gather(const std::string& key, std::int64_t numel,
+                           const GroupCoordinator* all_gather_group,
+                           const std::optional<AllGatherTensors>& all_gather_tensors) {
+  if (all_gather_group == nullptr) return false;
+  bool use = numel % all_gather_group->world_size() == 0;
+  if (all_gather_tensors) {
+    for (const auto& [name, value] : *all_gather_tensors) {
+      if (name == key) use = value;
+    }
+  }
+  return use;
+}
+
+void check_divisible(const comm::OpLabel& label, const std::string& key, std::int64_t numel,
+                     const GroupCoordinator& all_gather_group) {
+  GC_CHECK(numel % all_gather_group.world_size() == 0, label, ": tensor '", key, "' has ", numel,
+           " elements, which do not split evenly over all_gather_group ",
+           all_gather_group.unique_name(), " of size ", all_gather_group.world_size(),
+           " (all_gather_tensors forces the all_gather path for it)");
+}
+
+// The all_gather_group rank's share of a contiguous tensor: reshape(ag_size, -1)[ag_rank].
+Tensor all_gather_slice(const Tensor& contiguous, const GroupCoordinator& all_gather_group) {
+  return contiguous.reshape({all_gather_group.world_size(), -1})
+      .narrow(0, all_gather_group.rank_in_group(), 1)
+      .reshape({-1});
+}
+
+// An explicit peer is range-checked even when the call is bypassed (world size 1).
+void check_explicit_peer(const comm::OpLabel& label, const char* what, std::optional<int> peer,
+                         int world_size) {
+  if (peer) check_group_rank(label, what, *peer, world_size);
+}
+
+}  // namespace
+
+// ---- Impl helpers ----------------------------------------------------------------------------
+
+Device GroupCoordinator::Impl::device_for(DeviceType type) const {
+  if (type == DeviceType::CPU) return Device::cpu();
+  return device.is_cuda() ? device : Device::cuda(local_rank);
+}
+
+void GroupCoordinator::Impl::check_route(const char* op, const std::string& key,
+                                         Device tensor_device) const {
+  if (tensor_device.is_cpu()) return;
+  GC_CHECK(communicator != nullptr, label(op), ": No device communicator found for tensor '", key,
+           "' on ", tensor_device.str());
+}
+
+void GroupCoordinator::Impl::broadcast_dict_tensor(const Tensor& tensor, int src) {
+  if (tensor.device().is_cpu()) {
+    broadcast_host_tensor(*cpu_group, tensor, src);
+  } else {
+    communicator->broadcast(tensor, src);
+  }
+}
+
+std::shared_ptr<Work> GroupCoordinator::Impl::isend_dict_tensor(const Tensor& tensor, int dst) {
+  if (tensor.device().is_cpu()) return isend_host_tensor(*cpu_group, tensor, dst, kTensorDictTag);
+  return communicator->isend(tensor, dst);
+}
+
+std::shared_ptr<Work> GroupCoordinator::Impl::irecv_dict_tensor(const Tensor& tensor, int src) {
+  if (tensor.device().is_cpu()) return irecv_host_tensor(*cpu_group, tensor, src, kTensorDictTag);
+  return communicator->irecv(tensor, src);
+}
+
+// ---- broadcast -------------------------------------------------------------------------------
+
+namespace {
+
+// Host tensors up to this size travel together in one broadcast (a decode step's metadata is a
+// dozen small arrays: one collective instead of one each); larger ones go on their own, without
+// the extra copies.
+constexpr std::size_t kPackedHostBytes = std::size_t{64} << 10;
+
+bool packs(const Tensor& tensor) {
+  return tensor.device().is_cpu() && tensor.numel() > 0 && tensor.nbytes() <= kPackedHostBytes;
+}
+
+// Broadcasts the packed host tensors of `tensors` (every rank passes its tensors in dict order,
+// the source its values, the others tensors of the same shapes to fill) in one buffer.
+void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, int src) {
+  std::size_t total = 0;
+  for (const Tensor& t : tensors) {
+    if (packs(t)) total += t.nbytes();
+  }
+  if (total == 0) return;
+  Tensor packed = Tensor::empty({static_cast<std::int64_t>(total)}, DType::UInt8, Device::cpu());
+  auto* bytes = static_cast<std::uint8_t*>(packed.data_ptr());
+  const bool source = group.rank() == src;
+  auto each = [&](auto&& move) {
+    std::size_t offset = 0;
+    for (const Tensor& t : tensors) {
+      if (!packs(t)) continue;
+      move(t, bytes + offset);
+      offset += t.nbytes();
+    }
+  };
+  if (source) {
+    each([](const Tensor& t, std::uint8_t* at) {
+      const Tensor compact = t.contiguous();
+      std::memcpy(at, compact.data_ptr(), compact.nbytes());
+    });
+  }
+  group.broadcast(bytes, total, DType::UInt8, src);
+  if (!source) {
+    each([](const Tensor& t, std::uint8_t* at) { std::memcpy(t.data_ptr(), at, t.nbytes()); });
+  }
+}
+
+}  // namespace
+
+std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
+    const std::optional<TensorDict>& tensor_dict, int src) {
+  Impl& s = *impl_;
+  s.check_alive("broadcast_tensor_dict");
+  const comm::OpLabel label = s.label("broadcast_tensor_dict");
+  check_group_rank(label, "src", src, s.world_size);
+  if (s.world_size == 1) return tensor_dict;
+
+  if (s.rank_in_group == src) {
+    GC_CHECK(tensor_dict.has_value(), label, ": src ", src, " (this rank) passed no tensor dict");
+    SplitTensorDict split = split_tensor_dict(*tensor_dict, comm::to_string(label));
+    for (const auto& [key, tensor] : split.tensors) {
+      s.check_route("broadcast_tensor_dict", key, tensor.device());
+    }
+    broadcast_object(encode_metadata(split.metadata), src);
+    std::vector<Tensor> tensors;
+    for (const auto& item : split.tensors) tensors.push_back(item.second);
+    broadcast_packed(*s.cpu_group, tensors, src);
+    for (const Tensor& tensor : tensors) {
+      if (tensor.numel() > 0 && !packs(tensor)) s.broadcast_dict_tensor(tensor, src);
+    }
+    return tensor_dict;
+  }
+
+  const auto metadata =
+      decode_metadata(broadcast_object(std::nullopt, src), comm::to_string(label));
+  TensorDict result;
+  result.reserve(metadata.size());
+  std::vector<Tensor> tensors;  // in dict order, as the source sends them
+  for (const MetadataEntry& entry : metadata) {
+    if (entry.kind == MetadataEntry::Kind::Bytes) {
+      result.emplace_back(entry.key, entry.value);
+      continue;
+    }
+    Tensor tensor = Tensor::empty(entry.shape, entry.dtype, s.device_for(entry.device_type));
+    if (tensor.numel() > 0) s.check_route("broadcast_tensor_dict", entry.key, tensor.device());
+    tensors.push_back(tensor);
+    result.emplace_back(entry.key, tensor);
+  }
+  broadcast_packed(*s.cpu_group, tensors, src);
+  for (const Tensor& tensor : tensors) {
+    if (tensor.numel() > 0 && !packs(tensor)) s.broadcast_dict_tensor(tensor, src);
+  }
+  return result;
+}
+
+// ---- send ------------------------------------------------------------------------------------
+
+std::optional<TensorDict> GroupCoordinator::send_tensor_dict(
+    const TensorDict& tensor_dict, std::optional<int> dst, GroupCoordinator* all_gather_group,
+    const std::optional<AllGatherTensors>& all_gather_tensors) {
+  Impl& s = *impl_;
+  s.check_alive("send_tensor_dict");
+  check_explicit_peer(s.label("send_tensor_dict"), "dst", dst, s.world_size);
+  if (s.world_size == 1) return tensor_dict;
+  auto handles = isend_tensor_dict(tensor_dict, dst, all_gather_group, all_gather_tensors);
+  for (const auto& handle : handles) handle->wait();
+  // Waited for: the retention entry isend_tensor_dict appended has nothing left to protect.
+  s.pending_isends.drop(handles);
+  return std::nullopt;
+}
+
+std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
+    const TensorDict& tensor_dict, std::optional<int> dst, GroupCoordinator* all_gather_group,
+    const std::optional<AllGatherTensors>& all_gather_tensors) {
+  Impl& s = *impl_;
+  const char* op = "isend_tensor_dict";
+  s.check_alive(op);
+  const comm::OpLabel label = s.label(op);
+  check_explicit_peer(label, "dst", dst, s.world_size);
+  if (s.world_size <= 1) return {};
+  const int peer = s.resolve_peer(op, "dst", dst);
+
+  // Everything is checked and sliced before the first message leaves: a bad dict sends nothing.
+  SplitTensorDict split = split_tensor_dict(tensor_dict, comm::to_string(label));
+  std::vector<Tensor> pieces;
+  for (const auto& [key, tensor] : split.tensors) {
+    if (tensor.numel() == 0) continue;
+    s.check_route(op, key, tensor.device());
+    if (should_use_all_gather(key, tensor.numel(), all_gather_group, all_gather_tensors)) {
+      check_divisible(label, key, tensor.numel(), *all_gather_group);
+      pieces.push_back(all_gather_slice(tensor.contiguous(), *all_gather_group));
+    } else {
+      pieces.push_back(tensor);
+    }
+  }
+
+  // Bound the retention FIFO before adding to it.
+  s.pending_isends.reap();
+  std::vector<std::shared_ptr<Work>> handles;
+  try {
+    handles.push_back(isend_object_bytes(*s.cpu_group, encode_metadata(split.metadata), peer));
+    for (const Tensor& piece : pieces) handles.push_back(s.isend_dict_tensor(piece, peer));
+  } catch (...) {
+    // Whatever was posted stays retained until it completes.
+    s.pending_isends.push(std::move(handles), std::move(pieces));
+    throw;
+  }
+  s.pending_isends.push(handles, std::move(pieces));
+  return handles;
+}
+
+// ---- receive ---------------------------------------------------------------------------------
+
+std::optional<TensorDict> GroupCoordinator::recv_tensor_dict(
+    std::optional<int> src, GroupCoordinator* all_gather_group,
+    const std::optional<AllGatherTensors>& all_gather_tensors) {
+  Impl& s = *impl_;
+  s.check_alive("recv_tensor_dict");
+  check_explicit_peer(s.label("recv_tensor_dict"), "src", src, s.world_size);
+  if (s.world_size == 1) return std::nullopt;
+  IrecvTensorDictResult pending = irecv_tensor_dict(src, all_gather_group, all_gather_tensors);
+  for (const auto& handle : pending.handles) handle->wait();
+  for (const auto& step : pending.postprocess) step();
+  return std::move(*pending.tensor_dict);
+}
+
+IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
+    std::optional<int> src, GroupCoordinator* all_gather_group,
+    const std::optional<AllGatherTensors>& all_gather_tensors) {
+  Impl& s = *impl_;
+  const char* op = "irecv_tensor_dict";
+  s.check_alive(op);
+  const comm::OpLabel label = s.label(op);
+  check_explicit_peer(label, "src", src, s.world_size);
+  IrecvTensorDictResult result;
+  if (s.world_size == 1) return result;
+  const int peer = s.resolve_peer(op, "src", src);
+
+  const auto metadata = decode_metadata(
+      recv_object_bytes(*s.cpu_group, peer, comm::to_string(label)), comm::to_string(label));
+  auto dict = std::make_shared<TensorDict>();
+  dict->reserve(metadata.size());
+  result.tensor_dict = dict;
+  for (const MetadataEntry& entry : metadata) {
+    if (entry.kind == MetadataEntry::Kind::Bytes) {
+      dict->emplace_back(entry.key, entry.value);
+      continue;
+    }
+    Tensor full = Tensor::empty(entry.shape, entry.dtype, s.device_for(entry.device_type));
+    if (full.numel() == 0) {
+      dict->emplace_back(entry.key, full);
+      continue;
+    }
+    s.check_route(op, entry.key, full.device());
+    if (!should_use_all_gather(entry.key, full.numel(), all_gather_group, all_gather_tensors)) {
+      result.handles.push_back(s.irecv_dict_tensor(full, peer));
+      dict->emplace_back(entry.key, full);
+      continue;
+    }
+    check_divisible(label, entry.key, full.numel(), *all_gather_group);
+    Tensor slice = all_gather_slice(full, *all_gather_group);
+    result.handles.push_back(s.irecv_dict_tensor(slice, peer));
+    const std::size_t index = dict->size();
+    dict->emplace_back(entry.key, slice);
+    // Collective over all_gather_group: every receiving rank of it runs its steps in order.
+    result.postprocess.push_back([dict, index, slice, shape = entry.shape, all_gather_group] {
+      (*dict)[index].second = all_gather_group->all_gather(slice, 0).reshape(shape);
+    });
+  }
+  return result;
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's shared-memory message queues (vLLM's create_mq_broadcaster and
+// create_single_reader_mq_broadcasters).
+
+std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(int writer_rank,
+                                                                      bool blocking) {
+  return create_mq_broadcaster(writer_rank, std::nullopt, blocking);
+}
+
+std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(
+    int writer_rank, const std::optional<MessageQueue::Handle>& external_writer_handle,
+    bool blocking) {
+  Impl& s = *impl_;
+  s.check_alive("create_mq_broadcaster");
+  GC_CHECK(writer_rank >= 0 && writer_rank < s.world_size, s.label("create_mq_broadcaster"),
+           ": writer_rank ", writer_rank, " is out of range for a group of ", s.world_size);
+  return MessageQueue::create_from_process_group(s.cpu_group, coordinator_detail::kMqChunkBytes,
+                                                 coordinator_detail::kMqChunks, writer_rank,
+                                                 external_writer_handle, blocking);
+}
+
+std::vector<std::shared_ptr<MessageQueue>> GroupCoordinator::create_single_reader_mq_broadcasters(
+    int reader_rank_in_group, bool blocking) {
+  Impl& s = *impl_;
+  s.check_alive("create_single_reader_mq_broadcasters");
+  GC_CHECK(reader_rank_in_group >= 0 && reader_rank_in_group < s.world_size,
+           s.label("create_single_reader_mq_broadcasters"), ": reader_rank_in_group ",
+           reader_rank_in_group, " is out of range for a group of ", s.world_size);
+  auto queues = MessageQueue::create_from_process_group_single_reader(
+      s.cpu_group, coordinator_detail::kMqChunkBytes, coordinator_detail::kMqChunks,
+      reader_rank_in_group, blocking);
+  return {std::make_move_iterator(queues.begin()), std::make_move_iterator(queues.end())};
+}
+
+bool GroupCoordinator::has_mq_broadcaster() const { return impl_->mq_broadcaster != nullptr; }
+
+std::shared_ptr<MessageQueue> GroupCoordinator::mq_broadcaster() const {
+  return impl_->mq_broadcaster ? impl_->mq_broadcaster->queue() : nullptr;
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's NCCL symmetric-memory entry points: forwarded to the device communicator
+// (only the cuda one has symmetric memory). At world size 1 there is no communicator and every
+// collective is a bypass, so a plain tensor serves.
+
+Tensor GroupCoordinator::symmetric_empty(const Shape& shape, DType dtype) {
+  Impl& s = *impl_;
+  s.check_alive("symmetric_empty");
+  if (s.world_size == 1) return Tensor::empty(shape, dtype, s.device);
+  GC_CHECK(s.backend == "nccl", s.label("symmetric_empty"),
+           ": needs the nccl backend (this coordinator uses '", s.backend, "')");
+  return s.require_communicator("symmetric_empty").symmetric_empty(shape, dtype);
+}
+
+SymmetricMemoryStats GroupCoordinator::symmetric_memory_stats() const {
+  const Impl& s = *impl_;
+  s.check_alive("symmetric_memory_stats");
+  if (s.communicator == nullptr) {
+    SymmetricMemoryStats stats;
+    stats.disabled_reason = s.world_size == 1 ? "world size 1: collectives are bypassed"
+                                              : "the group has no device communicator";
+    return stats;
+  }
+  return s.communicator->symmetric_memory_stats();
+}
+
+void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) {
+  Impl& s = *impl_;
+  s.check_alive("reserve_symmetric_scratch");
+  if (s.world_size == 1) return;
+  GC_CHECK(s.backend == "nccl", s.label("reserve_symmetric_scratch"),
+           ": needs the nccl backend (this coordinator uses '", s.backend, "')");
+  s.require_communicator("reserve_symmetric_scratch").reserve_symmetric_scratch(bytes);
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator::graph_capture (vLLM's graph_capture context manager) over the CUDA layer's
+// GraphCaptureContext.
+
+std::shared_ptr<GraphCaptureContext> GroupCoordinator::graph_capture(
+    std::optional<std::uintptr_t> stream_handle) {
+  Impl& s = *impl_;
+  s.check_alive("graph_capture");
+  const comm::OpLabel label = s.label("graph_capture");
+  GC_CHECK(s.backend == "nccl", label, ": needs the nccl backend (this coordinator uses '",
+           s.backend, "')");
+#ifdef GROUPCOORD_WITH_CUDA
+  if (stream_handle) return std::make_shared<GraphCaptureContext>(s.device, *stream_handle);
+  return std::make_shared<GraphCaptureContext>(s.device);
+#else
+  GC_CHECK(false, label, ": this build has no CUDA support");
+  return nullptr;
+#endif
 }
 
 }  // namespace groupcoord

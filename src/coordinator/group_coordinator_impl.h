@@ -1,8 +1,6 @@
-// GroupCoordinator's private state, shared by the .cc files that implement its methods:
-//   group_coordinator.cc       construction, rank bookkeeping, destroy, find
-//   coordinator_collectives.cc tensor collectives, barrier, send/recv, sibling groups, MoE
-//   coordinator_objects.cc     broadcast_object(_list), send/recv/isend_object
-//   tensor_dict_protocol.cc    broadcast/send/isend/recv/irecv_tensor_dict
+// GroupCoordinator::Impl: the coordinator's private state and the helpers its operations share.
+// Only group_coordinator.cc includes it; it is a header so that the class's state reads apart
+// from its operations.
 #pragma once
 
 #include <chrono>
@@ -61,7 +59,7 @@ struct GroupCoordinator::Impl {
   /// `what` is "dst" or "src"; the default is the next (dst) or previous (src) group rank.
   int resolve_peer(const char* op, const char* what, std::optional<int> peer) const;
 
-  // ---- tensor-dict helpers (tensor_dict_protocol.cc) ----
+  // ---- tensor-dict helpers ----
   /// Where a received tensor whose sender had it on a `type` device lives on this rank.
   Device device_for(DeviceType type) const;
   /// Throws unless a tensor on `device` can travel: host tensors always (CPU group), others

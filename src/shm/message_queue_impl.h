@@ -1,5 +1,5 @@
-// MessageQueue's private state, shared by the queue's operations (message_queue.cc) and the
-// collective factories that build it (queue_factory.cc).
+// MessageQueue's private state, shared by the queue's operations and the collective factories
+// that build it (both in message_queue.cc).
 #pragma once
 
 #include <chrono>

@@ -3,10 +3,11 @@
 // socket; shared memory cannot reach them). The kernel's socket buffers play the ring's part: a
 // writer waits only when a reader has fallen that far behind, and then within its deadline.
 //
-// Set-up (queue_factory.cc, collective over the queue's group): the writer listens on an
-// ephemeral port of its address for peers (GLOO_SOCKET_IFNAME's interface, else its host name's
-// address), broadcasts that endpoint and a random token, the remote readers connect and present
-// the token and their group rank, and the writer accepts exactly them within the group's timeout.
+// Set-up (MessageQueue's collective factory in message_queue.cc, collective over the queue's
+// group): the writer listens on an ephemeral port of its address for peers (GLOO_SOCKET_IFNAME's
+// interface, else its host name's address), broadcasts that endpoint and a random token, the remote
+// readers connect and present the token and their group rank, and the writer accepts exactly them
+// within the group's timeout.
 #pragma once
 
 #include <cstdint>
