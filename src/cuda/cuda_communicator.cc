@@ -53,6 +53,7 @@ CudaCommunicator::CudaCommunicator(const DeviceCommunicatorContext& context)
   world_size_ = cpu_group_->size();
   init_cuda_layer();  // outputs need the CUDA allocator, dim moves the copy kernel
   nccl_ = cuda::NcclComm::create(cpu_group_, device_, name_);
+  symmetric_ = std::make_unique<cuda::SymmetricMemory>(*nccl_, cuda::nccl_api());  // collective
 }
 
 CudaCommunicator::~CudaCommunicator() {
@@ -477,7 +478,7 @@ std::optional<Tensor> CudaCommunicator::run_symmetric(const char* op, const Tens
                                                       const SymmetricPlan& plan,
                                                       const SymmetricCall& call) {
   cuda::NcclComm& nc = *nccl_;
-  cuda::SymmetricMemory& symmetric = nc.symmetric();
+  cuda::SymmetricMemory& symmetric = *symmetric_;
   cudaStream_t stream = current_cuda_stream(device_);
   cuda::SymmetricMemory::Lease lease =
       symmetric.lease_scratch(plan.layout.bytes_needed, stream, op);
@@ -496,13 +497,13 @@ std::optional<Tensor> CudaCommunicator::run_symmetric(const char* op, const Tens
 }
 
 bool CudaCommunicator::in_symmetric_pool(const Tensor& tensor) const {
-  return tensor.is_contiguous() && nccl_->symmetric().in_pool(tensor.data_ptr(), tensor.nbytes());
+  return tensor.is_contiguous() && symmetric_->in_pool(tensor.data_ptr(), tensor.nbytes());
 }
 
 std::optional<Tensor> CudaCommunicator::symmetric_all_gather(const Tensor& front,
                                                              const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
-  if (!nc.symmetric().enabled() || front.numel() == 0) return std::nullopt;
+  if (!symmetric_->enabled() || front.numel() == 0) return std::nullopt;
   SymmetricPlan plan;
   plan.out = out;
   plan.zero_copy = in_symmetric_pool(front);
@@ -521,7 +522,7 @@ std::optional<Tensor> CudaCommunicator::symmetric_reduce_scatter(const comm::OpL
                                                                  const Tensor& front,
                                                                  const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
-  if (!nc.symmetric().enabled() || front.numel() == 0 ||
+  if (!symmetric_->enabled() || front.numel() == 0 ||
       !cuda::symmetric_reduction_dtype(front.dtype())) {
     return std::nullopt;
   }
@@ -545,7 +546,7 @@ std::optional<Tensor> CudaCommunicator::symmetric_all_reduce(const comm::OpLabel
                                                              const Tensor& input,
                                                              const Tensor& out) {
   cuda::NcclComm& nc = *nccl_;
-  cuda::SymmetricMemory& symmetric = nc.symmetric();
+  cuda::SymmetricMemory& symmetric = *symmetric_;
   if (!symmetric.enabled() || input.numel() == 0 ||
       !cuda::symmetric_reduction_dtype(input.dtype()) ||
       !cuda::all_reduce_takes_symmetric_path(symmetric.all_reduce_routing(), world_size_,
@@ -567,7 +568,8 @@ std::optional<Tensor> CudaCommunicator::symmetric_all_reduce(const comm::OpLabel
 }
 
 SymmetricMemoryStats CudaCommunicator::symmetric_memory_stats() const {
-  return nccl("symmetric_memory_stats").symmetric().stats();
+  nccl("symmetric_memory_stats");  // throws once destroyed
+  return symmetric_->stats();
 }
 
 Tensor CudaCommunicator::symmetric_empty(const Shape& shape, DType dtype) {
@@ -575,7 +577,7 @@ Tensor CudaCommunicator::symmetric_empty(const Shape& shape, DType dtype) {
   cuda::DeviceGuard guard(device_);
   const bool capturing =
       cuda::stream_is_capturing(current_cuda_stream(device_), name_, " symmetric_empty");
-  return nc.symmetric().empty(shape, dtype, capturing);
+  return symmetric_->empty(shape, dtype, capturing);
 }
 
 void CudaCommunicator::reserve_symmetric_scratch(std::int64_t bytes) {
@@ -583,7 +585,7 @@ void CudaCommunicator::reserve_symmetric_scratch(std::int64_t bytes) {
   cuda::NcclComm& nc = nccl(where.op);
   GC_CHECK(bytes >= 0, where, ": negative size ", bytes);
   cuda::DeviceGuard guard(device_);
-  nc.symmetric().reserve_scratch(static_cast<std::size_t>(bytes));
+  symmetric_->reserve_scratch(static_cast<std::size_t>(bytes));
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -48,6 +48,7 @@
 #include "communicator/dispatch_inputs.h"
 #include "communicator/op_label.h"
 #include "cuda/nccl/nccl_comm.h"
+#include "cuda/symmetric/symmetric_memory.h"
 #include "cuda/symmetric/symmetric_scratch_layout.h"
 #include "groupcoord/device_communicator.h"
 
@@ -116,8 +117,13 @@ class CudaCommunicator final : public DeviceCommunicator {
   SymmetricMemoryStats symmetric_memory_stats() const override;
   Tensor symmetric_empty(const Shape& shape, DType dtype) override;
   void reserve_symmetric_scratch(std::int64_t bytes) override;
-  /// The NCCL communicator (tests reach its symmetric memory through it).
+  /// The NCCL communicator (tests call it directly).
   cuda::NcclComm& nccl_comm() const { return nccl("nccl_comm"); }
+  /// The NCCL symmetric memory (tests reach the windows through it).
+  cuda::SymmetricMemory& symmetric_memory() const {
+    nccl("symmetric_memory");  // throws once destroyed
+    return *symmetric_;
+  }
 
   /// Waits on the host until the work enqueued so far on the device's current stream has run,
   /// bounded by the group's timeout. Throws TimeoutError / DistributedError naming the group and
@@ -197,6 +203,9 @@ class CudaCommunicator final : public DeviceCommunicator {
   Device device_;
   std::shared_ptr<ProcessGroup> cpu_group_;
   std::shared_ptr<cuda::NcclComm> nccl_;
+  /// Declared after nccl_, so destroyed first: it refers to the communicator (and detaches from
+  /// it when it goes, after destroy() has deregistered its windows).
+  std::unique_ptr<cuda::SymmetricMemory> symmetric_;
   int rank_ = 0;
   int world_size_ = 1;
   bool use_all2all_ = false;

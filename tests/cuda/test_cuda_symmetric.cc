@@ -19,7 +19,7 @@
 #include <string>
 #include <thread>
 
-#include "cuda/symmetric/symmetric_allocation.h"
+#include "cuda/nccl/symmetric_allocation.h"
 #include "cuda_fixture.h"
 #include "groupcoord/cuda/graph_capture.h"
 #include "groupcoord/cuda/stream.h"
@@ -134,8 +134,8 @@ TEST_F(CudaSymmetric, CommunicatorsOverTheSameMemoryRegisterItOnceEach) {
   auto b = make("symm-b", kOn);
   require_enabled(*a);
   auto memory = cuda::SymmetricAllocation::allocate(cuda::nccl_api(), device(), 4 << 20, "test");
-  cuda::SymmetricMemory& sa = a->nccl_comm().symmetric();
-  cuda::SymmetricMemory& sb = b->nccl_comm().symmetric();
+  cuda::SymmetricMemory& sa = a->symmetric_memory();
+  cuda::SymmetricMemory& sb = b->symmetric_memory();
   sa.register_allocation(memory, "test");
   sa.register_allocation(memory, "test");  // the same base again: no second registration
   sb.register_allocation(memory, "test");
@@ -197,13 +197,13 @@ class NcclBufferKinds {
     device_memory_ = Tensor::empty({static_cast<std::int64_t>(span_)}, DType::UInt8, device);
     unregistered_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
     plain_window_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
-    plain_->nccl_comm().symmetric().register_allocation(plain_window_, "test");
+    plain_->symmetric_memory().register_allocation(plain_window_, "test");
     buffers_ = {{"cudaMalloc", static_cast<char*>(device_memory_.data_ptr()), plain_.get()},
                 {"ncclMemAlloc", static_cast<char*>(unregistered_->data()), plain_.get()},
                 {"plain window", static_cast<char*>(plain_window_->data()), plain_.get()}};
     if (symmetric_->symmetric_memory_stats().enabled) {
       symmetric_window_ = cuda::SymmetricAllocation::allocate(api, device, span_, "test");
-      symmetric_->nccl_comm().symmetric().register_allocation(symmetric_window_, "test");
+      symmetric_->symmetric_memory().register_allocation(symmetric_window_, "test");
       buffers_.push_back(
           {"symmetric window", static_cast<char*>(symmetric_window_->data()), symmetric_.get()});
     }

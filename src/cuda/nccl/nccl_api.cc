@@ -7,6 +7,7 @@
 #include <mutex>
 
 #include "groupcoord/check.h"
+#include "groupcoord/cuda/runtime.h"
 #include "groupcoord/logging.h"
 
 namespace groupcoord {
@@ -163,4 +164,7 @@ std::string nccl_result_text(ncclResult_t result) {
 }
 
 }  // namespace cuda
+
+int nccl_runtime_version() { return cuda::nccl_api().version; }
+
 }  // namespace groupcoord

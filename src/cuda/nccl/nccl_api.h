@@ -12,6 +12,8 @@
 
 #include <string>
 
+#include "groupcoord/check.h"
+
 namespace groupcoord {
 namespace cuda {
 
@@ -88,3 +90,17 @@ std::string nccl_result_text(ncclResult_t result);
 
 }  // namespace cuda
 }  // namespace groupcoord
+
+/// Throws DistributedError when the NCCL call `expr` does not return ncclSuccess, as GC_CUDA_CHECK
+/// does for CUDA (file:line, the call, NCCL's error text, the caller's message parts):
+///   GC_NCCL_CHECK(api.GroupStart(), name_, " all_gatherv");
+/// For NCCL calls on a communicator, use NcclComm (it watches each call against the deadline).
+#define GC_NCCL_CHECK(expr, ...)                                               \
+  do {                                                                         \
+    const ncclResult_t gc_nccl_status_ = (expr);                               \
+    if (gc_nccl_status_ != ncclSuccess) {                                      \
+      ::groupcoord::detail::throw_error<::groupcoord::DistributedError>(       \
+          __FILE__, __LINE__, nullptr, __VA_ARGS__, ": ", #expr,               \
+          " failed: ", ::groupcoord::cuda::nccl_result_text(gc_nccl_status_)); \
+    }                                                                          \
+  } while (0)

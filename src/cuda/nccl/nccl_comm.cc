@@ -90,7 +90,6 @@ std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, 
   std::shared_ptr<NcclComm> comm(new NcclComm(*api, std::move(group), device, std::move(name)));
   comm->init_communicator(comm->exchange_unique_id());
   comm->watchdog_ = std::thread([raw = comm.get()] { raw->watchdog_loop(); });
-  comm->symmetric_ = std::make_unique<SymmetricMemory>(*comm, *api);  // collective agreement
   GC_LOG(Debug, comm->name_, ": NCCL communicator ready (rank ", comm->rank_, " of ", comm->size_,
          " on ", device.str(), ", NCCL ", version_str(api->version), ")");
   return comm;
@@ -462,6 +461,11 @@ void NcclComm::check_usable(const char* op) const {
   throw_if_unusable_locked(op);
 }
 
+void NcclComm::set_window_owner(WindowOwner* owner) {
+  std::lock_guard<std::mutex> lock(mutex_);
+  window_owner_ = owner;
+}
+
 bool NcclComm::is_broken() const {
   std::lock_guard<std::mutex> lock(mutex_);
   return broken_;
@@ -479,10 +483,14 @@ void NcclComm::destroy() {
   // communicator is gone, when `windows` goes out of scope. The watchdog keeps running until the
   // end: the teardown calls are watched like any other.
   const auto limit = std::min(timeout_, kFinalizeLimit);
-  const bool operations_done =
-      drain_in_flight(limit) && (!symmetric_ || symmetric_->wait_idle(limit));
+  WindowOwner* owner = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    owner = window_owner_;
+  }
+  const bool operations_done = drain_in_flight(limit) && (!owner || owner->wait_idle(limit));
   std::vector<RegisteredWindow> windows;
-  if (symmetric_) windows = symmetric_->take_windows();  // before mutex_: leases lock the other way
+  if (owner) windows = owner->take_windows();  // before mutex_: leases lock the other way
   {
     DeviceGuard guard(device_);  // NCCL frees device memory of this device
     release_windows(windows, limit, operations_done);

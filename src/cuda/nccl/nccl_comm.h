@@ -57,7 +57,7 @@
 
 #include "cuda/nccl/in_flight_ring.h"
 #include "cuda/nccl/nccl_api.h"
-#include "cuda/symmetric/symmetric_memory.h"
+#include "cuda/nccl/symmetric_allocation.h"
 #include "groupcoord/device.h"
 #include "groupcoord/process_group.h"
 #include "groupcoord/tensor.h"
@@ -90,6 +90,26 @@ class NcclCallRef {
   ncclResult_t (*invoke_)(void* callable, const NcclApi& api, ncclComm_t comm);
 };
 
+/// A window registered on a communicator, with the memory it covers.
+struct RegisteredWindow {
+  std::shared_ptr<SymmetricAllocation> memory;
+  ncclWindow_t handle = nullptr;
+  std::int64_t sequence = 0;  ///< registration order (equal on every rank)
+};
+
+/// What the communicator's teardown needs from whoever registered windows on it (the
+/// communicator's SymmetricMemory, which holds the NcclComm: NcclComm sees only this view of it,
+/// so that neither class holds the other).
+class WindowOwner {
+ public:
+  virtual ~WindowOwner() = default;
+  /// Waits up to `limit` for the last use of the windows (a copy out of one) to complete; false
+  /// when it did not.
+  virtual bool wait_idle(std::chrono::milliseconds limit) = 0;
+  /// Hands over every window, newest first, for deregistration; later calls see none.
+  virtual std::vector<RegisteredWindow> take_windows() = 0;
+};
+
 /// A blocking NCCL communicator created within a deadline, with a watchdog. See the file comment.
 class NcclComm {
  public:
@@ -115,8 +135,9 @@ class NcclComm {
   int nccl_version() const { return api_->version; }
   /// The CPU group the communicator was built over (agreements, symmetric_empty).
   ProcessGroup& group() const { return *group_; }
-  /// This communicator's symmetric memory (docs/cuda.md; off unless enabled and agreed).
-  SymmetricMemory& symmetric() const { return *symmetric_; }
+  /// Makes destroy() deregister `owner`'s windows before the communicator goes (nullptr: none).
+  /// `owner` must stay alive until destroy() has run or it is detached with nullptr.
+  void set_window_owner(WindowOwner* owner);
 
   /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
   /// (NCCL_WIN_COLL_SYMMETRIC or NCCL_WIN_DEFAULT) for `op`. The ranks first check over the CPU
@@ -278,8 +299,8 @@ class NcclComm {
   bool stop_ = false;
   std::thread watchdog_;
 
-  /// Created last in create(); windows are deregistered first in destroy().
-  std::unique_ptr<SymmetricMemory> symmetric_;
+  /// Whose windows destroy() deregisters first (set_window_owner); guarded by mutex_.
+  WindowOwner* window_owner_ = nullptr;
 };
 
 }  // namespace cuda

@@ -1,17 +1,14 @@
-// Check macros for CUDA runtime and NCCL calls (docs/architecture.md). Both throw DistributedError
-// with file:line, the failed call, the error's name and text, and the caller's message parts:
+// The check macro for CUDA runtime calls (docs/architecture.md; NCCL's is GC_NCCL_CHECK in
+// cuda/nccl/nccl_api.h). It throws DistributedError with file:line, the failed call, the error's
+// name and text, and the caller's message parts:
 //
 //   GC_CUDA_CHECK(cudaMallocAsync(&p, n, s), name_, " all_gather: allocating ", n, " bytes");
-//   GC_NCCL_CHECK(api.GroupStart(), name_, " all_gatherv");
-//
-// For NCCL calls on a communicator, use NcclComm (it watches each call against the deadline).
 #pragma once
 
 #include <cuda_runtime_api.h>
 
 #include <string>
 
-#include "cuda/nccl/nccl_api.h"
 #include "groupcoord/check.h"
 
 namespace groupcoord {
@@ -33,15 +30,4 @@ std::string cuda_error_text(cudaError_t error);
           __FILE__, __LINE__, nullptr, __VA_ARGS__, ": ", #expr,                           \
           " failed: ", ::groupcoord::cuda::cuda_error_text(gc_cuda_status_));              \
     }                                                                                      \
-  } while (0)
-
-/// Throws DistributedError when the NCCL call `expr` does not return ncclSuccess.
-#define GC_NCCL_CHECK(expr, ...)                                               \
-  do {                                                                         \
-    const ncclResult_t gc_nccl_status_ = (expr);                               \
-    if (gc_nccl_status_ != ncclSuccess) {                                      \
-      ::groupcoord::detail::throw_error<::groupcoord::DistributedError>(       \
-          __FILE__, __LINE__, nullptr, __VA_ARGS__, ": ", #expr,               \
-          " failed: ", ::groupcoord::cuda::nccl_result_text(gc_nccl_status_)); \
-    }                                                                          \
   } while (0)

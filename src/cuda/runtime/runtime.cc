@@ -5,7 +5,6 @@
 
 #include <mutex>
 
-#include "cuda/nccl/nccl_api.h"
 #include "cuda/runtime/strided_copy.h"
 #include "groupcoord/cuda/allocator.h"
 #include "groupcoord/device_copy.h"
@@ -25,8 +24,6 @@ int cuda_device_count() noexcept {
   }();
   return count;
 }
-
-int nccl_runtime_version() { return cuda::nccl_api().version; }
 
 void init_cuda_layer() {
   // As with the allocator, a copy function an engine registered first is kept.

@@ -33,6 +33,7 @@ constexpr int kAgreementFields = 6;
 
 SymmetricMemory::SymmetricMemory(NcclComm& owner, const NcclApi& api) : owner_(owner), api_(&api) {
   agree(api);
+  owner_.set_window_owner(this);
 }
 
 void SymmetricMemory::agree(const NcclApi& api) {
@@ -97,6 +98,7 @@ void SymmetricMemory::agree(const NcclApi& api) {
 }
 
 SymmetricMemory::~SymmetricMemory() {
+  owner_.set_window_owner(nullptr);
   if (scratch_event_ != nullptr) cudaEventDestroy(scratch_event_);
 }
 

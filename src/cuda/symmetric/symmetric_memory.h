@@ -1,4 +1,5 @@
-// SymmetricMemory: the NCCL symmetric-memory state of one NcclComm (docs/cuda.md; vLLM's
+// SymmetricMemory: the NCCL symmetric-memory state of one CUDA communicator, whose windows are
+// registered on its NcclComm (docs/cuda.md; vLLM's
 // pynccl_allocator with the per-communicator fix of the upstream change).
 //
 // * Settings are agreed at creation (collective): the path is on only when every rank asked for
@@ -18,8 +19,9 @@
 // * Pool: symmetric_empty tensors come from further windows through a deterministic allocator;
 //   memory a tensor gave back is reused only once every rank gave it back (agreed at the next
 //   symmetric_empty), so the offsets stay equal across ranks.
-// * Teardown (NcclComm::destroy): take_windows() hands the windows over for deregistration before
-//   the communicator goes; the memory is freed after that, when the last tensor over it dies.
+// * Teardown (NcclComm::destroy, through the WindowOwner view of this class): take_windows() hands
+//   the windows over for deregistration before the communicator goes; the memory is freed after
+//   that, when the last tensor over it dies.
 #pragma once
 
 #include <cuda_runtime_api.h>
@@ -33,7 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "cuda/symmetric/symmetric_allocation.h"
+#include "cuda/nccl/nccl_comm.h"
+#include "cuda/nccl/symmetric_allocation.h"
 #include "cuda/symmetric/symmetric_block_allocator.h"
 #include "cuda/symmetric/symmetric_config.h"
 #include "groupcoord/symmetric_memory.h"
@@ -42,18 +45,11 @@
 namespace groupcoord {
 namespace cuda {
 
-class NcclComm;
-
-/// A window registered by one communicator, with the memory it covers.
-struct RegisteredWindow {
-  std::shared_ptr<SymmetricAllocation> memory;
-  ncclWindow_t handle = nullptr;
-  std::int64_t sequence = 0;  ///< registration order (equal on every rank)
-};
-
-/// See the file comment. Owned by an NcclComm; every method except stats() and in_window() is
-/// called by the communicator's operations (collective where noted).
-class SymmetricMemory {
+/// See the file comment. Owned by the CUDA communicator next to its NcclComm, on which it
+/// registers its windows (and which deregisters them through WindowOwner at teardown); every
+/// method except stats() and in_window() is called by the communicator's operations (collective
+/// where noted).
+class SymmetricMemory final : public WindowOwner {
  public:
   /// Exclusive use of the scratch for one call; empty (no data) when the call must take the
   /// regular path. finish() orders later users of the scratch after this call's work on `stream`.
@@ -82,7 +78,8 @@ class SymmetricMemory {
   /// agrees on them (see the file comment). Never throws for a refusal; only for bad settings
   /// (std::invalid_argument naming the variable) or a failed CPU collective.
   SymmetricMemory(NcclComm& owner, const NcclApi& api);
-  ~SymmetricMemory();
+  /// Detaches from the communicator, whose destroy() then finds no windows to deregister.
+  ~SymmetricMemory() override;
   SymmetricMemory(const SymmetricMemory&) = delete;
   SymmetricMemory& operator=(const SymmetricMemory&) = delete;
 
@@ -117,9 +114,9 @@ class SymmetricMemory {
 
   /// Teardown: every window of this communicator, newest first, leaving none behind. Later calls
   /// see the path as off.
-  std::vector<RegisteredWindow> take_windows();
+  std::vector<RegisteredWindow> take_windows() override;
   /// Waits up to `limit` for the last use of the scratch (the copy out of it) to complete.
-  bool wait_idle(std::chrono::milliseconds limit);
+  bool wait_idle(std::chrono::milliseconds limit) override;
 
  private:
   struct PoolState;

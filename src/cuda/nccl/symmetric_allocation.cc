@@ -1,4 +1,4 @@
-#include "cuda/symmetric/symmetric_allocation.h"
+#include "cuda/nccl/symmetric_allocation.h"
 
 #include <cuda_runtime_api.h>
 
