@@ -27,6 +27,12 @@ LAYERS = [
     "process_group",
     "shm",
     "communicator",
+    # src/cuda/ in its parts, each using only those before it: the CUDA runtime (streams,
+    # allocator, copies, capture), NCCL (the loaded library, NcclComm), symmetric memory, and the
+    # cuda communicator itself in src/cuda/.
+    "cuda/runtime",
+    "cuda/nccl",
+    "cuda/symmetric",
     "cuda",
     "coordinator",
     "parallel_state",
@@ -76,10 +82,11 @@ PUBLIC_HEADERS = {
     "tensor_dict.h": "coordinator",
     "parallel_state.h": "parallel_state",
     "groupcoord.h": "parallel_state",  # the umbrella header: includes up to parallel_state.h
-    "cuda/allocator.h": "cuda",  # cuda/cuda_allocator.cc
-    "cuda/graph_capture.h": "cuda",
-    "cuda/runtime.h": "cuda",
-    "cuda/stream.h": "cuda",
+    "cuda/allocator.h": "cuda/runtime",  # cuda/runtime/cuda_allocator.cc
+    "cuda/graph_capture.h": "cuda/runtime",  # cuda/runtime/graph_capture.cc
+    # cuda/runtime/runtime.cc; its nccl_runtime_version() is defined above, in cuda/nccl/.
+    "cuda/runtime.h": "cuda/runtime",
+    "cuda/stream.h": "cuda/runtime",  # cuda/runtime/stream.cc
 }
 
 # Known upward includes that may stay until they are fixed: {(file, header): reason}, paths
@@ -120,7 +127,9 @@ def layer_of(path):
                              f"tools/check-layers.py: add it with the layer that defines it")
         return PUBLIC_HEADERS[header]
     if parts[0] == "src":
-        # src/<layer>/..., at any depth (src/cuda has subfolders).
+        # src/<layer>/..., at any depth; src/cuda/<part>/... is the layer "cuda/<part>".
+        if len(parts) >= 4 and "/".join(parts[1:3]) in RANK:
+            return "/".join(parts[1:3])
         if len(parts) < 3 or parts[1] not in RANK:
             raise LayerError(f"{path}: not in a layer folder of src/ "
                              f"(known: {', '.join(LAYERS[:-1])}); add the layer to LAYERS")
