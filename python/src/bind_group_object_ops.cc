@@ -1,14 +1,385 @@
-// GroupCoordinator's object and tensor-dictionary calls (argument names and defaults as vLLM;
-// `group` / `metadata_group` are accepted and ignored, as vLLM ignores them).
+// GroupCoordinator's object and tensor-dictionary calls, and their bindings (argument names and
+// defaults as vLLM; `group` / `metadata_group` are accepted and ignored, as vLLM ignores them).
+// Objects travel as their pickle (pickle.HIGHEST_PROTOCOL); tensor dictionaries as Python dicts
+// in and out, arrays without copies, other values pickled. World size 1 bypasses as vLLM does.
+#include <pybind11/pybind11.h>
+#include <pybind11/stl.h>
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
+#include <variant>
+#include <vector>
+
+#include "array_import.h"
 #include "bindings.h"
-#include "group_objects.h"
-#include "group_tensor_dicts.h"
+#include "blocking_call.h"
+#include "groupcoord/check.h"
+#include "groupcoord/tensor_dict.h"
+#include "pickle_codec.h"
+#include "py_group.h"
+#include "py_tensor.h"
+#include "py_work.h"
+#include "stream_arg.h"
+#include "tensor_ops.h"
 
 namespace py = pybind11;
 using namespace pybind11::literals;
 
 namespace groupcoord {
 namespace python {
+
+/// A Python dict as a TensorDict, with the stream of its first CUDA tensor (if any).
+struct ImportedTensorDict {
+  TensorDict dict;
+  StreamHandle stream;
+  Device device = Device::cpu();  ///< of the first CUDA tensor, else CPU
+};
+
+/// Keys must be str; throws std::invalid_argument (ValueError) naming ctx otherwise, or when
+/// `dict` is not a dict.
+ImportedTensorDict tensor_dict_from_python(pybind11::handle dict, const ArgContext& ctx,
+                                           pybind11::handle stream);
+
+/// One value back to Python: a Tensor exported with `library` (null: its device's default), or
+/// unpickled Bytes.
+pybind11::object value_to_python(const TensorDictValue& value, const ArrayLibrary* library,
+                                 StreamHandle stream);
+
+/// A TensorDict as a new Python dict (see value_to_python).
+pybind11::dict tensor_dict_to_python(const TensorDict& dict, const ArrayLibrary* library,
+                                     StreamHandle stream);
+
+// -------------------------------------------------------------------------------------------------
+
+ImportedTensorDict tensor_dict_from_python(py::handle dict, const ArgContext& ctx,
+                                           py::handle stream) {
+  if (!py::isinstance<py::dict>(dict)) {
+    throw std::invalid_argument(
+        ctx.owner + "." + ctx.op + ": expecting a dictionary, got " +
+        py::str(py::type::handle_of(dict).attr("__name__")).cast<std::string>());
+  }
+  ImportedTensorDict out;
+  bool have_stream = false;
+  for (auto item : py::reinterpret_borrow<py::dict>(dict)) {
+    if (!py::isinstance<py::str>(item.first)) {
+      throw std::invalid_argument(ctx.owner + "." + ctx.op + ": keys must be str, got " +
+                                  py::repr(item.first).cast<std::string>());
+    }
+    std::string key = item.first.cast<std::string>();
+    if (!is_array(item.second)) {
+      out.dict.emplace_back(std::move(key), dumps(item.second));
+      continue;
+    }
+    ImportedArray in = import_array(item.second, ctx, Access::Read, stream);
+    if (in.tensor.device().is_cuda() && !have_stream) {
+      have_stream = true;
+      out.stream = in.stream;
+      out.device = in.tensor.device();
+    }
+    out.dict.emplace_back(std::move(key), std::move(in.tensor));
+  }
+  return out;
+}
+
+py::object value_to_python(const TensorDictValue& value, const ArrayLibrary* library,
+                           StreamHandle stream) {
+  if (const Bytes* bytes = std::get_if<Bytes>(&value)) return loads(*bytes);
+  const Tensor& tensor = std::get<Tensor>(value);
+  return export_tensor(tensor, library_or_default(library, tensor.device()), stream);
+}
+
+py::dict tensor_dict_to_python(const TensorDict& dict, const ArrayLibrary* library,
+                               StreamHandle stream) {
+  py::dict out;
+  for (const auto& [key, value] : dict) out[py::str(key)] = value_to_python(value, library, stream);
+  return out;
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's object calls: any picklable object travels as its pickle
+// (pickle.HIGHEST_PROTOCOL). World size 1 bypasses as vLLM does (the object itself comes back).
+
+/// `obj` on `src`, the received object elsewhere.
+pybind11::object broadcast_object(const std::shared_ptr<PyGroup>& g, pybind11::object obj, int src);
+/// Fills `obj_list` in place on the non-src ranks; returns it.
+pybind11::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, pybind11::object obj_list,
+                                       int src);
+void send_object(const std::shared_ptr<PyGroup>& g, pybind11::object obj, int dst);
+pybind11::object recv_object(const std::shared_ptr<PyGroup>& g, int src);
+/// A groupcoord.Handle.
+pybind11::object isend_object(const std::shared_ptr<PyGroup>& g, pybind11::object obj, int dst);
+
+// -------------------------------------------------------------------------------------------------
+
+py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, int src) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(obj);
+  const bool is_src = c.rank_in_group() == src;
+  std::optional<Bytes> data;
+  if (is_src) data = dumps(obj);
+  auto call = [g, data = std::move(data), src] { return g->get().broadcast_object(data, src); };
+  // Through the coordinator's queue every wait is on shared memory (no helper thread needed).
+  Bytes out = src == 0 && c.has_mq_broadcaster()
+                  ? call_waiting_in_shared_memory(std::move(call))
+                  : call_blocking(BlockingKind::Wait, std::move(call));
+  if (is_src) return py::reinterpret_borrow<py::object>(obj);
+  return loads(out);
+}
+
+py::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, py::object obj_list, int src) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(obj_list);
+  GC_CHECK(py::isinstance<py::list>(obj_list), g->label(),
+           ".broadcast_object_list: obj_list must be a list, got ",
+           py::repr(obj_list).cast<std::string>());
+  py::list items = py::reinterpret_borrow<py::list>(obj_list);
+  const bool is_src = c.rank_in_group() == src;
+  std::vector<Bytes> data(items.size());
+  if (is_src) {
+    for (std::size_t i = 0; i < items.size(); ++i) data[i] = dumps(items[i]);
+  }
+  std::vector<Bytes> out = call_blocking(BlockingKind::Wait, [g, data = std::move(data), src] {
+    return g->get().broadcast_object_list(data, src);
+  });
+  if (!is_src) {
+    for (std::size_t i = 0; i < items.size() && i < out.size(); ++i) items[i] = loads(out[i]);
+  }
+  return items;
+}
+
+void send_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
+  g->get();
+  run_blocking(BlockingKind::Wait,
+               [g, data = dumps(obj), dst] { g->get().send_object(data, dst); });
+}
+
+py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
+  g->get();
+  Bytes data = call_blocking(BlockingKind::Wait, [g, src] { return g->get().recv_object(src); });
+  return loads(data);
+}
+
+py::object isend_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
+  g->get();
+  std::shared_ptr<Work> work = call_blocking(BlockingKind::Collective, [g, data = dumps(obj), dst] {
+    return g->get().isend_object(data, dst);
+  });
+  return py::cast(PyWork{std::move(work)});
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's tensor-dictionary calls (vLLM's *_tensor_dict): Python dicts in and out,
+// arrays without copies, other values pickled. World size 1 bypasses as vLLM does.
+
+/// The options every point-to-point tensor-dict call shares.
+struct TensorDictOptions {
+  pybind11::handle peer;                ///< dst or src (None: next / previous rank)
+  pybind11::handle all_gather_group;    ///< a GroupCoordinator or None
+  pybind11::handle all_gather_tensors;  ///< dict[str, bool] or None
+  pybind11::handle stream;
+  pybind11::handle array_library;  ///< receivers only
+};
+
+pybind11::object broadcast_tensor_dict(const std::shared_ptr<PyGroup>& g,
+                                       pybind11::handle tensor_dict, int src,
+                                       pybind11::handle stream, pybind11::handle array_library);
+pybind11::object send_tensor_dict(const std::shared_ptr<PyGroup>& g, pybind11::handle tensor_dict,
+                                  const TensorDictOptions& options);
+pybind11::list isend_tensor_dict(const std::shared_ptr<PyGroup>& g, pybind11::handle tensor_dict,
+                                 const TensorDictOptions& options);
+pybind11::object recv_tensor_dict(const std::shared_ptr<PyGroup>& g,
+                                  const TensorDictOptions& options);
+/// (dict, handles, postprocess): the dict's arrays fill as the handles complete; each
+/// postprocess callable runs one all_gather reassembly and updates the dict.
+pybind11::tuple irecv_tensor_dict(const std::shared_ptr<PyGroup>& g,
+                                  const TensorDictOptions& options);
+
+// -------------------------------------------------------------------------------------------------
+
+namespace {
+
+/// all_gather_group= as a coordinator (null for None), with its owner kept alive.
+struct GroupArg {
+  std::shared_ptr<PyGroup> keep;
+  GroupCoordinator* group = nullptr;
+};
+
+GroupArg group_arg(py::handle obj, const std::string& what) {
+  if (obj.is_none()) return {};
+  GC_CHECK(py::isinstance<PyGroup>(obj), what,
+           ": all_gather_group must be a GroupCoordinator or None, got ",
+           py::repr(obj).cast<std::string>());
+  auto group = obj.cast<std::shared_ptr<PyGroup>>();
+  GroupCoordinator* raw = &group->get();
+  return {std::move(group), raw};
+}
+
+std::optional<AllGatherTensors> all_gather_tensors_arg(py::handle obj, const std::string& what) {
+  if (obj.is_none()) return std::nullopt;
+  GC_CHECK(py::isinstance<py::dict>(obj), what,
+           ": all_gather_tensors must be a dict[str, bool] or None, got ",
+           py::repr(obj).cast<std::string>());
+  AllGatherTensors out;
+  for (auto item : py::reinterpret_borrow<py::dict>(obj)) {
+    const int use = PyObject_IsTrue(item.second.ptr());
+    if (use < 0) throw py::error_already_set();
+    out.emplace_back(py::str(item.first).cast<std::string>(), use != 0);
+  }
+  return out;
+}
+
+/// The stream for received CUDA tensors (the group's device).
+StreamHandle receive_stream(GroupCoordinator& c, py::handle stream, const ArrayLibrary* library) {
+  const Device device = c.device();
+  return resolve_stream(stream, &library_or_default(library, device), device);
+}
+
+/// irecv_tensor_dict's dictionary while its receives and reassemblies run: after each
+/// postprocess step, keys whose tensor the step replaced are exported again.
+struct IrecvState {
+  std::shared_ptr<TensorDict> dict;
+  py::dict py_dict;
+  std::map<std::string, std::pair<const void*, Shape>> exported;
+  const ArrayLibrary* library;
+  StreamHandle stream;
+
+  void export_all() {
+    for (const auto& [key, value] : *dict) {
+      py_dict[py::str(key)] = value_to_python(value, library, stream);
+      remember(key, value);
+    }
+  }
+
+  void sync() {
+    for (const auto& [key, value] : *dict) {
+      const Tensor* tensor = std::get_if<Tensor>(&value);
+      if (tensor == nullptr) continue;
+      auto it = exported.find(key);
+      if (it != exported.end() && it->second.first == tensor->data_ptr() &&
+          it->second.second == tensor->shape()) {
+        continue;
+      }
+      py_dict[py::str(key)] = value_to_python(value, library, stream);
+      remember(key, value);
+    }
+  }
+
+  void remember(const std::string& key, const TensorDictValue& value) {
+    if (const Tensor* tensor = std::get_if<Tensor>(&value)) {
+      exported[key] = {tensor->data_ptr(), tensor->shape()};
+    }
+  }
+};
+
+}  // namespace
+
+py::object broadcast_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor_dict, int src,
+                                 py::handle stream, py::handle array_library) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
+  const ArrayLibrary* library = optional_library(array_library);
+  if (c.rank_in_group() == src) {
+    ImportedTensorDict in = tensor_dict_from_python(
+        tensor_dict, {g->label(), "broadcast_tensor_dict", "tensor_dict"}, stream);
+    run_blocking(BlockingKind::Wait, [g, in, src] {
+      with_stream(in.device, in.stream, [&] { g->get().broadcast_tensor_dict(in.dict, src); });
+    });
+    return py::reinterpret_borrow<py::object>(tensor_dict);
+  }
+  const StreamHandle s = receive_stream(c, stream, library);
+  std::optional<TensorDict> out = call_blocking(BlockingKind::Wait, [g, src, s] {
+    return with_stream(g->get().device(), s,
+                       [&] { return g->get().broadcast_tensor_dict(std::nullopt, src); });
+  });
+  if (!out) return py::none();
+  return tensor_dict_to_python(*out, library, s);
+}
+
+py::list isend_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor_dict,
+                           const TensorDictOptions& options) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() <= 1) return py::list();
+  const std::string what = g->label() + ".isend_tensor_dict";
+  ImportedTensorDict in = tensor_dict_from_python(
+      tensor_dict, {g->label(), "isend_tensor_dict", "tensor_dict"}, options.stream);
+  GroupArg ag = group_arg(options.all_gather_group, what);
+  auto works = call_blocking(
+      BlockingKind::Collective, [g, in, ag, dst = optional_rank(options.peer),
+                                 agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
+        return with_stream(in.device, in.stream,
+                           [&] { return g->get().isend_tensor_dict(in.dict, dst, ag.group, agt); });
+      });
+  return handle_list(works);
+}
+
+py::object send_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor_dict,
+                            const TensorDictOptions& options) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
+  const std::string what = g->label() + ".send_tensor_dict";
+  ImportedTensorDict in = tensor_dict_from_python(
+      tensor_dict, {g->label(), "send_tensor_dict", "tensor_dict"}, options.stream);
+  GroupArg ag = group_arg(options.all_gather_group, what);
+  run_blocking(BlockingKind::Wait,
+               [g, in, ag, dst = optional_rank(options.peer),
+                agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
+                 with_stream(in.device, in.stream,
+                             [&] { g->get().send_tensor_dict(in.dict, dst, ag.group, agt); });
+               });
+  return py::none();
+}
+
+py::object recv_tensor_dict(const std::shared_ptr<PyGroup>& g, const TensorDictOptions& options) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::none();
+  const std::string what = g->label() + ".recv_tensor_dict";
+  const ArrayLibrary* library = optional_library(options.array_library);
+  const StreamHandle s = receive_stream(c, options.stream, library);
+  GroupArg ag = group_arg(options.all_gather_group, what);
+  std::optional<TensorDict> out = call_blocking(
+      BlockingKind::Wait, [g, ag, s, src = optional_rank(options.peer),
+                           agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
+        return with_stream(g->get().device(), s,
+                           [&] { return g->get().recv_tensor_dict(src, ag.group, agt); });
+      });
+  if (!out) return py::none();
+  return tensor_dict_to_python(*out, library, s);
+}
+
+py::tuple irecv_tensor_dict(const std::shared_ptr<PyGroup>& g, const TensorDictOptions& options) {
+  GroupCoordinator& c = g->get();
+  if (c.world_size() == 1) return py::make_tuple(py::none(), py::list(), py::list());
+  const std::string what = g->label() + ".irecv_tensor_dict";
+  const ArrayLibrary* library = optional_library(options.array_library);
+  const StreamHandle s = receive_stream(c, options.stream, library);
+  GroupArg ag = group_arg(options.all_gather_group, what);
+  IrecvTensorDictResult result = call_blocking(
+      BlockingKind::Wait, [g, ag, s, src = optional_rank(options.peer),
+                           agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
+        return with_stream(g->get().device(), s,
+                           [&] { return g->get().irecv_tensor_dict(src, ag.group, agt); });
+      });
+  if (!result.tensor_dict) return py::make_tuple(py::none(), py::list(), py::list());
+  auto state =
+      std::make_shared<IrecvState>(IrecvState{result.tensor_dict, py::dict(), {}, library, s});
+  state->export_all();
+  py::list postprocess;
+  for (auto& step : result.postprocess) {
+    postprocess.append(py::cpp_function([state, step, g, ag, s] {
+      run_blocking(BlockingKind::Wait,
+                   [step, g, ag, s] { with_stream(g->get().device(), s, [&] { step(); }); });
+      state->sync();
+    }));
+  }
+  return py::make_tuple(state->py_dict, handle_list(result.handles), postprocess);
+}
+
+// -------------------------------------------------------------------------------------------------
+// GroupCoordinator's object and tensor-dictionary calls (argument names and defaults as vLLM;
+// `group` / `metadata_group` are accepted and ignored, as vLLM ignores them).
+
 namespace {
 
 void bind_objects(GroupClass& cls) {
