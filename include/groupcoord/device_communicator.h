@@ -163,7 +163,34 @@ std::vector<std::string> registered_device_communicators();
 /// (the message lists the registered ones).
 std::unique_ptr<DeviceCommunicator> create_device_communicator(
     const std::string& name, const DeviceCommunicatorContext& context);
-/// Registers the built-in communicators if they are not registered yet (idempotent).
+/// Registers the built-in communicators and backends if they are not registered yet
+/// (idempotent): communicators "cpu" (and "cuda" when built with CUDA), backends "gloo" (and
+/// "nccl").
 void register_builtin_device_communicators();
+
+/// One entry of the backend table, beside the communicator registry: what a GroupCoordinator made
+/// with the backend name `name` (its `backend` argument, vLLM's torch_distributed_backend) uses.
+/// Built in: {"gloo", "cpu", CPU, Gloo device group} and {"nccl", "cuda", CUDA, none}; an engine
+/// registers its own communicator, then a backend naming it, and passes that backend name.
+struct BackendInfo {
+  std::string name;          ///< the backend argument: "gloo", "nccl" or an engine's
+  std::string communicator;  ///< the registry name of its DeviceCommunicator ("cpu", "cuda", ...)
+  DeviceType device_type = DeviceType::CPU;  ///< the tensors that communicator takes
+  /// True when the communicator runs over a Gloo device group of its own (the coordinator makes
+  /// one per group, as for gloo); false when it makes its own connections from the CPU group, as
+  /// NCCL does. Host tensors of a backend whose device_type is CUDA go to the "cpu" communicator.
+  bool gloo_device_group = false;
+};
+
+/// Adds (or replaces) the backend `info.name`. Thread-safe. std::invalid_argument when the name or
+/// the communicator name is empty.
+void register_backend(BackendInfo info);
+/// True when a backend is registered under `name`.
+bool has_backend(const std::string& name);
+/// The backend registered under `name`; std::invalid_argument naming `what` (the caller's op) and
+/// listing the registered backends otherwise.
+BackendInfo find_backend(const std::string& name, const std::string& what);
+/// Names of all registered backends, sorted.
+std::vector<std::string> registered_backends();
 
 }  // namespace groupcoord

@@ -1,4 +1,5 @@
-// The string-keyed registry of device communicator factories (docs/architecture.md: explicit
+// The string-keyed registry of device communicator factories and, beside it, the backend table
+// that maps a coordinator's backend name to one of them (docs/architecture.md: explicit
 // registration, no static self-registering objects). register_builtin_device_communicators()
 // lives in the coordinator layer, which knows every built-in ("cpu", and "cuda" with CUDA).
 #include <map>
@@ -15,6 +16,7 @@ namespace {
 struct Registry {
   std::mutex mutex;
   std::map<std::string, DeviceCommunicatorFactory> factories;  // sorted by name
+  std::map<std::string, BackendInfo> backends;                 // sorted by name
 };
 
 // Never destroyed: communicators may be created from static destructors of engine code, and a
@@ -76,6 +78,42 @@ std::unique_ptr<DeviceCommunicator> create_device_communicator(
            " create_device_communicator: the factory registered as '", name,
            "' returned no communicator");
   return communicator;
+}
+
+void register_backend(BackendInfo info) {
+  GC_CHECK(!info.name.empty(), "register_backend: the name must not be empty");
+  GC_CHECK(!info.communicator.empty(), "register_backend: backend '", info.name,
+           "' names no device communicator");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::string name = info.name;
+  r.backends[name] = std::move(info);
+}
+
+bool has_backend(const std::string& name) {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  return r.backends.count(name) != 0;
+}
+
+std::vector<std::string> registered_backends() {
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mutex);
+  std::vector<std::string> names;
+  names.reserve(r.backends.size());
+  for (const auto& entry : r.backends) names.push_back(entry.first);
+  return names;
+}
+
+BackendInfo find_backend(const std::string& name, const std::string& what) {
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mutex);
+    auto it = r.backends.find(name);
+    if (it != r.backends.end()) return it->second;
+  }
+  GC_THROW(std::invalid_argument, what, ": unknown backend '", name,
+           "'; registered: ", names_str(registered_backends()), " (or \"\" for the default)");
 }
 
 }  // namespace groupcoord

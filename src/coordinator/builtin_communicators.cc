@@ -26,23 +26,34 @@ void register_builtin_device_communicators() {
     register_device_communicator("cuda", make_cuda_communicator);
   }
 #endif
+  // nccl is in the table in every build, so that a build without CUDA says why it cannot be used
+  // (its communicator "cuda" is not registered) rather than that it does not exist.
+  if (!has_backend("gloo")) register_backend({"gloo", "cpu", DeviceType::CPU, true});
+  if (!has_backend("nccl")) register_backend({"nccl", "cuda", DeviceType::CUDA, false});
 }
 
 std::string default_backend() {
-#ifdef GROUPCOORD_WITH_CUDA
-  // cuda_device_count() is 0 (never throws) where no driver is installed, e.g. on CI machines.
-  if (cuda_device_count() > 0) return "nccl";
-#endif
-  return "gloo";
+  return coordinator_detail::cuda_devices_visible() ? "nccl" : "gloo";
 }
 
 namespace coordinator_detail {
 
-void init_device_layer(const std::string& backend) {
+bool cuda_devices_visible() {
+#ifdef GROUPCOORD_WITH_CUDA
+  // cuda_device_count() is 0 (never throws) where no driver is installed, e.g. on CI machines.
+  return cuda_device_count() > 0;
+#else
+  return false;
+#endif
+}
+
+void init_device_layer(DeviceType device_type) {
 #ifdef GROUPCOORD_WITH_CUDA
   // Installs the CUDA allocator and copy kernels even where no communicator is made (world size
-  // 1), so that CUDA tensors can be created and copied on every nccl coordinator.
-  if (backend == "nccl") init_cuda_layer();
+  // 1), so that CUDA tensors can be created and copied on every CUDA coordinator.
+  if (device_type == DeviceType::CUDA) init_cuda_layer();
+#else
+  (void)device_type;
 #endif
 }
 

@@ -22,18 +22,16 @@ ProcessGroupOptions group_options(const std::string& name, std::chrono::millisec
 
 }  // namespace
 
-std::string resolve_backend(const std::string& backend, const std::string& label) {
+BackendInfo resolve_backend(const std::string& backend, const std::string& label) {
   register_builtin_device_communicators();
-  const bool cuda_available = has_device_communicator("cuda");
-  if (backend.empty()) return cuda_available ? default_backend() : "gloo";
-  if (backend == "gloo") return backend;
-  GC_CHECK(backend == "nccl", label, ": unknown backend '", backend, "' (expected \"gloo\", ",
-           "\"nccl\" or \"\")");
-  GC_CHECK(cuda_available, label, ": backend 'nccl' needs the CUDA communicator, which is not ",
-           "available in this build (no \"cuda\" device communicator is registered); use 'gloo'");
-  GC_CHECK(default_backend() == "nccl", label, ": backend 'nccl' is not available on this ",
-           "machine: no CUDA device is visible; use 'gloo'");
-  return backend;
+  const std::string name = backend.empty() ? default_backend() : backend;
+  BackendInfo info = find_backend(name, label);
+  GC_CHECK(has_device_communicator(info.communicator), label, ": backend '", name,
+           "' needs the device communicator '", info.communicator,
+           "', which is not registered in this build; use 'gloo'");
+  GC_CHECK(info.device_type != DeviceType::CUDA || cuda_devices_visible(), label, ": backend '",
+           name, "' is not available on this machine: no CUDA device is visible; use 'gloo'");
+  return info;
 }
 
 void check_group_ranks(const std::vector<std::vector<int>>& group_ranks, int world_size,

@@ -10,23 +10,27 @@
 #include "groupcoord/process_group.h"
 
 #include "groupcoord/device.h"
+#include "groupcoord/device_communicator.h"
 
 namespace groupcoord {
 namespace coordinator_detail {
 
-/// "gloo" or "nccl" for `backend`: "" picks "nccl" when a "cuda" device communicator is
-/// registered (CUDA builds register it) and "gloo" otherwise. "nccl" needs that communicator:
-/// without it, std::invalid_argument saying CUDA is not available in this build. Any other name
-/// is a std::invalid_argument naming `label` and the value. Registers the built-in communicators
-/// first.
-std::string resolve_backend(const std::string& backend, const std::string& label);
+/// The backend table's entry for `backend` ("" is default_backend()), after registering the
+/// built-ins. std::invalid_argument naming `label` for a name not in the table, for a backend
+/// whose device communicator is not registered (nccl in a build without CUDA), and for a CUDA
+/// backend on a machine without a visible CUDA device.
+BackendInfo resolve_backend(const std::string& backend, const std::string& label);
+
+/// True when this build has CUDA and the process sees a CUDA device (builtin_communicators.cc).
+bool cuda_devices_visible();
 
 /// The CUDA device a rank with `local_rank` uses: local_rank modulo the visible devices
 /// (implemented in builtin_communicators.cc, next to the CUDA registration).
 Device cuda_device_for(int local_rank);
 
-/// Prepares the device layer a backend needs (CUDA allocator and copies for "nccl"); idempotent.
-void init_device_layer(const std::string& backend);
+/// Prepares the device layer a backend's tensors need (CUDA allocator and copies for CUDA);
+/// idempotent.
+void init_device_layer(DeviceType device_type);
 
 /// Every list non-empty, every rank in [0, world_size), no rank listed twice (in one list or
 /// across lists). Depends only on values every rank passes identically, so a failure is raised

@@ -66,15 +66,6 @@ int GroupCoordinator::Impl::resolve_peer(const char* op, const char* what,
 
 // ---- construction ----------------------------------------------------------------------------
 
-namespace {
-
-// The communicator's registry name for a backend.
-const char* communicator_name(const std::string& backend) {
-  return backend == "nccl" ? "cuda" : "cpu";
-}
-
-}  // namespace
-
 GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, int local_rank,
                                    std::string backend, bool use_device_communicator,
                                    bool use_message_queue_broadcaster,
@@ -95,7 +86,8 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   GC_CHECK(local_rank >= 0, label, ": local_rank ", local_rank, " must be >= 0");
   GC_CHECK(!timeout || timeout->count() > 0, label, ": timeout ", timeout->count(),
            " ms must be positive");
-  s.backend = coordinator_detail::resolve_backend(backend, comm::to_string(label));
+  s.backend_info = coordinator_detail::resolve_backend(backend, comm::to_string(label));
+  s.backend = s.backend_info.name;
   coordinator_detail::check_group_ranks(group_ranks, world->size(), comm::to_string(label));
 
   s.rank = world->rank();
@@ -107,9 +99,9 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   s.use_all2all = use_all2all;
 
   // Collective over all world ranks. NCCL communicators build their own connections from the
-  // CPU group, so only the gloo backend gets a Gloo device group.
-  auto groups = coordinator_detail::create_groups(*world, s.group_ranks, s.backend == "gloo",
-                                                  s.unique_name, s.timeout);
+  // CPU group, so only a backend like gloo gets a Gloo device group.
+  auto groups = coordinator_detail::create_groups(
+      *world, s.group_ranks, s.backend_info.gloo_device_group, s.unique_name, s.timeout);
   GC_CHECK(groups.cpu_group != nullptr, label, ": world rank ", s.rank, " is in none of the ",
            "groups ", coordinator_detail::group_ranks_str(s.group_ranks));
   s.cpu_group = std::move(groups.cpu_group);
@@ -117,8 +109,10 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
   s.ranks = std::move(groups.ranks);
   s.world_size = static_cast<int>(s.ranks.size());
   s.rank_in_group = s.cpu_group->rank();
-  s.device = s.backend == "nccl" ? coordinator_detail::cuda_device_for(local_rank) : Device::cpu();
-  coordinator_detail::init_device_layer(s.backend);
+  s.device = s.backend_info.device_type == DeviceType::CUDA
+                 ? coordinator_detail::cuda_device_for(local_rank)
+                 : Device::cpu();
+  coordinator_detail::init_device_layer(s.backend_info.device_type);
 
   if (use_device_communicator && s.world_size > 1) {
     DeviceCommunicatorContext context;
@@ -127,9 +121,10 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
     context.device = s.device;
     context.unique_name = s.unique_name;
     context.use_all2all = use_all2all;
-    s.communicator = create_device_communicator(communicator_name(s.backend), context);
-    if (s.backend == "nccl") {
-      // Host tensors of an nccl coordinator travel over its CPU group (no device group here).
+    s.communicator = create_device_communicator(s.backend_info.communicator, context);
+    if (!s.device.is_cpu()) {
+      // Host tensors of a CUDA coordinator travel over its CPU group, through the cpu
+      // communicator (the device one takes device tensors only).
       DeviceCommunicatorContext host_context = context;
       host_context.device = Device::cpu();
       s.host_communicator = create_device_communicator("cpu", host_context);
@@ -391,10 +386,10 @@ std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
   context.use_all2all = s.use_all2all;
   // Collective over all world ranks for the gloo backend (one new group per list, as vLLM's
   // new_group loop); an NCCL communicator makes its own connections from the CPU group.
-  if (s.backend == "gloo") {
+  if (s.backend_info.gloo_device_group) {
     context.device_group = create_sibling_groups(*world_group(), s.group_ranks, name, s.timeout);
   }
-  return create_device_communicator(s.backend == "nccl" ? "cuda" : "cpu", context);
+  return create_device_communicator(s.backend_info.communicator, context);
 }
 
 DispatchRouterLogitsResult GroupCoordinator::dispatch_router_logits(
@@ -836,8 +831,9 @@ Tensor GroupCoordinator::symmetric_empty(const Shape& shape, DType dtype) {
   Impl& s = *impl_;
   s.check_alive("symmetric_empty");
   if (s.world_size == 1) return Tensor::empty(shape, dtype, s.device);
-  GC_CHECK(s.backend == "nccl", s.label("symmetric_empty"),
-           ": needs the nccl backend (this coordinator uses '", s.backend, "')");
+  GC_CHECK(s.device.is_cuda(), s.label("symmetric_empty"),
+           ": needs a CUDA backend such as the nccl backend (this coordinator uses '", s.backend,
+           "')");
   return s.require_communicator("symmetric_empty").symmetric_empty(shape, dtype);
 }
 
@@ -857,8 +853,9 @@ void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) {
   Impl& s = *impl_;
   s.check_alive("reserve_symmetric_scratch");
   if (s.world_size == 1) return;
-  GC_CHECK(s.backend == "nccl", s.label("reserve_symmetric_scratch"),
-           ": needs the nccl backend (this coordinator uses '", s.backend, "')");
+  GC_CHECK(s.device.is_cuda(), s.label("reserve_symmetric_scratch"),
+           ": needs a CUDA backend such as the nccl backend (this coordinator uses '", s.backend,
+           "')");
   s.require_communicator("reserve_symmetric_scratch").reserve_symmetric_scratch(bytes);
 }
 
@@ -871,8 +868,8 @@ std::shared_ptr<GraphCaptureContext> GroupCoordinator::graph_capture(
   Impl& s = *impl_;
   s.check_alive("graph_capture");
   const comm::OpLabel label = s.label("graph_capture");
-  GC_CHECK(s.backend == "nccl", label, ": needs the nccl backend (this coordinator uses '",
-           s.backend, "')");
+  GC_CHECK(s.device.is_cuda(), label, ": needs a CUDA backend such as the nccl backend (this ",
+           "coordinator uses '", s.backend, "')");
 #ifdef GROUPCOORD_WITH_CUDA
   if (stream_handle) return std::make_shared<GraphCaptureContext>(s.device, *stream_handle);
   return std::make_shared<GraphCaptureContext>(s.device);

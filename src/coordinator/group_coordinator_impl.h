@@ -28,7 +28,8 @@ struct GroupCoordinator::Impl {
   int world_size = 0;
   std::vector<int> ranks;  ///< world ranks of this rank's group
   std::vector<std::vector<int>> group_ranks;
-  std::string backend;  ///< "gloo" or "nccl"
+  std::string backend;       ///< its name: "gloo", "nccl" or an engine's (register_backend)
+  BackendInfo backend_info;  ///< what the backend uses (the backend table)
   Device device = Device::cpu();
   std::chrono::milliseconds timeout{0};
   bool use_device_communicator = false;
@@ -37,9 +38,9 @@ struct GroupCoordinator::Impl {
 
   // ---- resources ----
   std::shared_ptr<ProcessGroup> cpu_group;
-  std::shared_ptr<ProcessGroup> device_group;  ///< gloo backend only
+  std::shared_ptr<ProcessGroup> device_group;  ///< backends with a Gloo device group only
   std::unique_ptr<DeviceCommunicator> communicator;
-  /// nccl backend only: a "cpu" communicator over cpu_group, so host tensors never reach NCCL.
+  /// CUDA backends only: a "cpu" communicator over cpu_group, so host tensors never reach NCCL.
   std::unique_ptr<DeviceCommunicator> host_communicator;
   /// Optional fast path of broadcast_object (see object_broadcaster.h); null today.
   std::unique_ptr<coordinator_detail::ObjectBroadcaster> mq_broadcaster;

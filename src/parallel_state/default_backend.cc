@@ -1,18 +1,12 @@
 #include "parallel_state/default_backend.h"
 
-#include "groupcoord/check.h"
-#include "groupcoord/group_coordinator.h"
+#include "coordinator/coordinator_setup.h"
 
 namespace groupcoord {
 namespace parallel_state_detail {
 
-bool cuda_devices_present() { return default_backend() == "nccl"; }
-
 std::string resolve_backend(const std::string& backend, const char* op) {
-  if (backend.empty()) return cuda_devices_present() ? "nccl" : "gloo";
-  GC_CHECK(backend == "gloo" || backend == "nccl", op, ": unknown backend '", backend,
-           "' (expected \"gloo\", \"nccl\" or \"\" for the default)");
-  return backend;
+  return coordinator_detail::resolve_backend(backend, op).name;
 }
 
 }  // namespace parallel_state_detail

@@ -1,4 +1,5 @@
-// The backend init_distributed_environment picks when the caller leaves it empty.
+// The backend init_distributed_environment and initialize_model_parallel take: the coordinator's
+// backend table decides (register_backend adds an engine's), so every layer resolves names alike.
 #pragma once
 
 #include <string>
@@ -6,13 +7,8 @@
 namespace groupcoord {
 namespace parallel_state_detail {
 
-/// True when this process can see CUDA devices. This layer holds no CUDA code, so for now a build
-/// without CUDA support and a build with it both answer false ("no devices"); device detection
-/// arrives with the CUDA layer.
-bool cuda_devices_present();
-
-/// `backend` itself when it is "gloo" or "nccl"; "" becomes "nccl" when CUDA devices are present,
-/// else "gloo". std::invalid_argument naming `op` for any other name.
+/// `backend` when the backend table has it and this build and machine can use it; "" becomes
+/// default_backend(). std::invalid_argument naming `op` otherwise.
 std::string resolve_backend(const std::string& backend, const char* op);
 
 }  // namespace parallel_state_detail
