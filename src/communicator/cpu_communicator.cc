@@ -54,7 +54,7 @@ CpuCommunicator::CpuCommunicator(const DeviceCommunicatorContext& context)
   if (use_all2all_) {
     // Token counts are metadata: they go over the CPU group, as in vLLM.
     std::shared_ptr<ProcessGroup> counts = context.cpu_group ? context.cpu_group : group_;
-    all2all_ = std::make_unique<comm::NaiveAll2All>(*this, std::move(counts), name_);
+    all2all_ = std::make_unique<comm::NaiveAll2All>(*this, Device::cpu(), std::move(counts), name_);
   }
 }
 

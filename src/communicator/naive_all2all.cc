@@ -17,9 +17,9 @@ constexpr std::int64_t kInvalidCount = -1;
 
 // Local checks of one dispatch; throws std::invalid_argument.
 void check_dispatch_inputs(const OpLabel& where, const std::vector<Tensor>& tensors,
-                           const std::vector<std::string>& names) {
+                           const std::vector<std::string>& names, Device device) {
   for (std::size_t i = 0; i < tensors.size(); ++i) {
-    check_cpu_tensor(where, tensors[i], names[i].c_str());
+    check_tensor_on(where, tensors[i], names[i].c_str(), device);
     GC_CHECK(tensors[i].dim() >= 1, where, ": ", names[i],
              " must have a token dim (dim 0), got a 0-d tensor");
     GC_CHECK(tensors[i].size(0) == tensors[0].size(0), where, ": ", names[i], " has ",
@@ -30,9 +30,12 @@ void check_dispatch_inputs(const OpLabel& where, const std::vector<Tensor>& tens
 
 }  // namespace
 
-NaiveAll2All::NaiveAll2All(DeviceCommunicator& communicator,
+NaiveAll2All::NaiveAll2All(DeviceCommunicator& communicator, Device device,
                            std::shared_ptr<ProcessGroup> count_group, std::string name)
-    : communicator_(communicator), count_group_(std::move(count_group)), name_(std::move(name)) {}
+    : communicator_(communicator),
+      device_(device),
+      count_group_(std::move(count_group)),
+      name_(std::move(name)) {}
 
 std::vector<std::int64_t> NaiveAll2All::exchange_counts(std::int64_t local_count) {
   std::vector<std::int64_t> counts(count_group_->size());
@@ -45,7 +48,7 @@ std::vector<Tensor> NaiveAll2All::dispatch(const char* op, const std::vector<Ten
   const OpLabel where{name_, op};
   std::exception_ptr local_error;
   try {
-    check_dispatch_inputs(where, tensors, names);
+    check_dispatch_inputs(where, tensors, names, device_);
   } catch (const std::invalid_argument&) {
     local_error = std::current_exception();
   }
@@ -66,7 +69,7 @@ Tensor NaiveAll2All::combine(const Tensor& hidden_states) {
   const OpLabel where{name_, "combine"};
   GC_CHECK(last_counts_.has_value(), where,
            ": no dispatch came first (combine returns the tokens of the last dispatch)");
-  check_cpu_tensor(where, hidden_states, "hidden_states");
+  check_tensor_on(where, hidden_states, "hidden_states", device_);
   GC_CHECK(hidden_states.dim() >= 1, where, ": hidden_states must have a token dim (dim 0)");
   const std::int64_t total =
       std::accumulate(last_counts_->begin(), last_counts_->end(), std::int64_t{0});

@@ -30,10 +30,11 @@ namespace comm {
 /// dispatch/combine for one communicator.
 class NaiveAll2All {
  public:
-  /// `communicator` (which must outlive this object) runs the gathers and scatters;
-  /// `count_group` (the CPU group) carries the token counts; `name` names the group in errors.
-  NaiveAll2All(DeviceCommunicator& communicator, std::shared_ptr<ProcessGroup> count_group,
-               std::string name);
+  /// `communicator` (which must outlive this object) runs the gathers and scatters on tensors of
+  /// `device`; `count_group` (the CPU group) carries the token counts; `name` names the group in
+  /// errors. The cpu and the cuda communicator both use it, so dispatch/combine exist once.
+  NaiveAll2All(DeviceCommunicator& communicator, Device device,
+               std::shared_ptr<ProcessGroup> count_group, std::string name);
 
   /// Gathers every rank's `tensors` along dim 0. tensors[0] defines the token count; every
   /// tensor must have at least one dim and that many rows; `names` name them in errors. An
@@ -52,6 +53,7 @@ class NaiveAll2All {
   std::vector<std::int64_t> exchange_counts(std::int64_t local_count);
 
   DeviceCommunicator& communicator_;
+  Device device_;
   std::shared_ptr<ProcessGroup> count_group_;
   std::string name_;
   /// Token counts of the last dispatch, one per rank.

@@ -22,8 +22,10 @@ std::ostream& operator<<(std::ostream& out, const OpLabel& label);
 /// "<group> <op>" as a string, for code that keeps or passes the text on.
 std::string to_string(const OpLabel& label);
 
-/// Throws std::invalid_argument unless `tensor` is defined and lives in host memory. `what`
-/// names the argument ("input", "hidden_states", ...).
+/// Throws std::invalid_argument unless `tensor` is defined and lives on `device`, the device of the
+/// communicator running the op. `what` names the argument ("input", "hidden_states", ...).
+void check_tensor_on(const OpLabel& where, const Tensor& tensor, const char* what, Device device);
+/// check_tensor_on the CPU.
 void check_cpu_tensor(const OpLabel& where, const Tensor& tensor, const char* what);
 
 /// Throws std::invalid_argument unless 0 <= peer < world_size and, when !allow_self, peer != rank.

@@ -46,6 +46,7 @@
 #include <vector>
 
 #include "communicator/dispatch_inputs.h"
+#include "communicator/naive_all2all.h"
 #include "communicator/op_label.h"
 #include "cuda/nccl/nccl_comm.h"
 #include "cuda/symmetric/symmetric_memory.h"
@@ -191,13 +192,9 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// True when `tensor` is contiguous and inside this communicator's symmetric_empty pool.
   bool in_symmetric_pool(const Tensor& tensor) const;
 
-  /// Gathers `tensors` (tensors[0] defines the token count) along dim 0 with counts exchanged
-  /// over the CPU group; every rank throws when any rank's inputs are invalid.
-  /// dispatch_tensors as the gather of the shared dispatch packing
+  /// The naive all-to-all's dispatch as the gather of the shared dispatch packing
   /// (communicator/dispatch_inputs.h).
   comm::DispatchGather gather_for_dispatch();
-  std::vector<Tensor> dispatch_tensors(const char* op, const std::vector<Tensor>& tensors,
-                                       const std::vector<std::string>& names);
 
   std::string name_;
   Device device_;
@@ -209,8 +206,9 @@ class CudaCommunicator final : public DeviceCommunicator {
   int rank_ = 0;
   int world_size_ = 1;
   bool use_all2all_ = false;
-  /// Token counts of the last dispatch, one per rank (for combine).
-  std::optional<std::vector<std::int64_t>> last_counts_;
+  /// dispatch/combine with use_all2all: the cpu communicator's manager, on this communicator's
+  /// all_gatherv / reduce_scatterv, token counts over the CPU group.
+  std::unique_ptr<comm::NaiveAll2All> all2all_;
   std::atomic<bool> destroyed_{false};
 };
 
