@@ -7,6 +7,7 @@
 
 #include "communicator/dim_layout.h"
 #include "communicator/dispatch_inputs.h"
+#include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "groupcoord/check.h"
@@ -84,13 +85,13 @@ void CpuCommunicator::destroy() {
 
 namespace {
 
-// This rank's equal share of a dim of `size`: (offset, length). The size must divide evenly.
-/// Every rank's length along the scattered dim: equal shares of `size`.
-std::vector<std::int64_t> equal_shares(const comm::OpLabel& where, int dim, std::int64_t size,
-                                       int world_size) {
-  GC_CHECK(size % world_size == 0, where, ": size ", size, " of dim ", dim,
-           " is not divisible by the world size ", world_size);
-  return std::vector<std::int64_t>(static_cast<std::size_t>(world_size), size / world_size);
+// Every rank's length along dim `d` of `input` (`dim` as the caller gave it): equal shares, so
+// the size must divide by the world size.
+std::vector<std::int64_t> equal_shares(const comm::OpLabel& where, const Tensor& input, int d,
+                                       int dim, int world_size) {
+  comm::check_divisible(where, input, d, dim, world_size);
+  return std::vector<std::int64_t>(static_cast<std::size_t>(world_size),
+                                   input.size(d) / world_size);
 }
 
 /// Whether [a, a + a_bytes) and [b, b + b_bytes) share a byte.
@@ -144,7 +145,7 @@ Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim, const Tenso
   ProcessGroup& g = group(where.op);
   comm::check_cpu_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  const std::vector<std::int64_t> lengths = equal_shares(where, dim, input.size(d), world_size_);
+  const std::vector<std::int64_t> lengths = equal_shares(where, input, d, dim, world_size_);
   comm::check_output(where, out, comm::scattered_shape(input.shape(), d, world_size_),
                      input.dtype(), Device::cpu());
   return sum_and_slice(g, input, d, lengths, out);
@@ -204,7 +205,7 @@ Tensor CpuCommunicator::reduce_scatter(const Tensor& input, int dim) {
   ProcessGroup& g = group(where.op);
   comm::check_cpu_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
-  return sum_and_slice(g, input, d, equal_shares(where, dim, input.size(d), world_size_));
+  return sum_and_slice(g, input, d, equal_shares(where, input, d, dim, world_size_));
 }
 
 Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
@@ -218,7 +219,7 @@ Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
     comm::check_sizes_sum(where, *sizes, input.size(d));
   }
   if (!sizes) {
-    return sum_and_slice(g, input, d, equal_shares(where, dim, input.size(d), world_size_));
+    return sum_and_slice(g, input, d, equal_shares(where, input, d, dim, world_size_));
   }
   return sum_and_slice(g, input, d, *sizes);
 }

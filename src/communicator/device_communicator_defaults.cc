@@ -3,6 +3,7 @@
 // into `out`), and for NCCL symmetric memory (CUDA-only) a clear "not here" that names the
 // backend, never a silent no-op.
 #include "communicator/dim_layout.h"
+#include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
 #include "groupcoord/check.h"
 #include "groupcoord/device_communicator.h"

@@ -5,12 +5,6 @@
 namespace groupcoord {
 namespace comm {
 
-int wrap_dim(const OpLabel& where, int dim, int ndim) {
-  GC_CHECK(dim >= -ndim && dim < ndim, where, ": dim ", dim, " is out of range for a ", ndim,
-           "-d tensor");
-  return dim < 0 ? dim + ndim : dim;
-}
-
 Tensor move_dim_to_front(const Tensor& tensor, int dim) {
   if (dim == 0 && tensor.is_contiguous()) return tensor;  // the common case: no view to build
   return tensor.movedim(dim, 0).contiguous();

@@ -12,10 +12,6 @@
 namespace groupcoord {
 namespace comm {
 
-/// `dim` in [0, ndim) (negative dims count from the end); std::invalid_argument otherwise,
-/// e.g. "tp:0 all_gather: dim 3 is out of range for a 3-d tensor".
-int wrap_dim(const OpLabel& where, int dim, int ndim);
-
 /// A contiguous tensor holding `tensor` with dimension `dim` (already wrapped) first and the other
 /// dimensions in their original order. No copy when that layout is already contiguous.
 Tensor move_dim_to_front(const Tensor& tensor, int dim);

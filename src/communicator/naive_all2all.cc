@@ -3,6 +3,7 @@
 #include <exception>
 #include <numeric>
 
+#include "communicator/op_checks.h"
 #include "communicator/op_label.h"
 #include "communicator/sizes.h"
 #include "groupcoord/check.h"

@@ -14,11 +14,6 @@ Shape gathered_shape(const Shape& shape, int dim, int world_size);
 /// `shape` with dim `dim` (already wrapped) divided by `world_size` (reduce_scatter's result).
 Shape scattered_shape(const Shape& shape, int dim, int world_size);
 
-/// Throws std::invalid_argument naming `where` and the mismatch unless `out` is defined,
-/// contiguous, on `device`, of `dtype` and of `shape`.
-void check_output(const OpLabel& where, const Tensor& out, const Shape& shape, DType dtype,
-                  Device device);
-
 /// Copies `result` into `out` (same shape and dtype) unless they are the same memory; returns
 /// `out`.
 Tensor write_into(const Tensor& out, const Tensor& result);

@@ -11,8 +11,8 @@
 #include <utility>
 #include <vector>
 
+#include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
-#include "coordinator/coordinator_checks.h"
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/group_registry.h"
@@ -32,8 +32,8 @@
 
 namespace groupcoord {
 
-using coordinator_detail::check_group_rank;
-using coordinator_detail::check_not_self;
+using comm::check_dim;
+using comm::check_peer_rank;
 
 // ---- Impl helpers ----------------------------------------------------------------------------
 
@@ -59,8 +59,7 @@ int GroupCoordinator::Impl::resolve_peer(const char* op, const char* what,
                                          std::optional<int> peer) const {
   const bool is_dst = std::string(what) == "dst";
   const int value = peer ? *peer : (rank_in_group + (is_dst ? 1 : world_size - 1)) % world_size;
-  check_group_rank(label(op), what, value, world_size);
-  check_not_self(label(op), what, value, rank_in_group);
+  check_peer_rank(label(op), value, what, rank_in_group, world_size, /*allow_self=*/false);
   return value;
 }
 
@@ -217,16 +216,27 @@ std::uint64_t GroupCoordinator::registry_generation() {
 // -------------------------------------------------------------------------------------------------
 // GroupCoordinator's tensor collectives, barrier, point-to-point tensors, sibling groups and MoE
 // routing. Each collective follows vLLM: bypass at world size 1 (returning the input), else hand
-// the tensor to the device communicator. Arguments are checked here (coordinator_checks.h), so
-// the messages do not depend on the communicator plugged in.
+// the tensor to the device communicator. Arguments are checked here (communicator/op_checks.h),
+// so the messages do not depend on the communicator plugged in.
 
 using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
+
+namespace {
+
+// World size 1 with a caller-provided output: checks `out` against the input (the result of
+// every collective then has the input's shape) and copies the input into it; returns `out`.
+Tensor copy_into_output(const comm::OpLabel& label, const Tensor& input, const Tensor& out) {
+  comm::check_output(label, out, input.shape(), input.dtype(), input.device());
+  return comm::write_into(out, input);
+}
+
+}  // namespace
 
 Tensor GroupCoordinator::all_reduce(const Tensor& input) {
   Impl& s = *impl_;
   s.check_alive("all_reduce");
   if (s.world_size == 1) return input;
-  check_tensor(s.label("all_reduce"), input);
+  comm::check_defined(s.label("all_reduce"), input, "input");
   return s.communicator_for("all_reduce", input).all_reduce(input);
 }
 
@@ -244,7 +254,8 @@ Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
   s.check_alive("all_gatherv");
   s.require_communicator("all_gatherv");
   DeviceCommunicator& comm = s.communicator_for("all_gatherv", input);
-  check_gatherv_sizes(s.label("all_gatherv"), input, dim, sizes, s.world_size, s.rank_in_group);
+  comm::check_gatherv_args(s.label("all_gatherv"), input, dim, sizes, s.world_size,
+                           s.rank_in_group);
   return comm.all_gatherv(input, dim, sizes);  // one input: no vectors
 }
 
@@ -258,7 +269,7 @@ std::vector<Tensor> GroupCoordinator::all_gatherv(
   GC_CHECK(!inputs.empty(), label, ": the list of inputs is empty");
   DeviceCommunicator& comm = s.communicator_for("all_gatherv", inputs.front());
   for (const Tensor& input : inputs) {
-    check_gatherv_sizes(label, input, dim, sizes, s.world_size, s.rank_in_group);
+    comm::check_gatherv_args(label, input, dim, sizes, s.world_size, s.rank_in_group);
   }
   return comm.all_gatherv(inputs, dim, sizes);
 }
@@ -270,7 +281,7 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
   const comm::OpLabel label = s.label("reduce_scatter");
   check_dim(label, input, dim);
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
-  check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
+  comm::check_scatterv_args(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim);
 }
 
@@ -280,8 +291,8 @@ Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
   Impl& s = *impl_;
   s.check_alive("all_reduce");
   const comm::OpLabel label = s.label("all_reduce");
-  check_tensor(label, input);
-  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_reduce", input, out);
+  comm::check_defined(label, input, "input");
+  if (s.world_size == 1) return copy_into_output(label, input, out);
   return s.communicator_for("all_reduce", input).all_reduce(input, out);
 }
 
@@ -290,7 +301,7 @@ Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& 
   s.check_alive("all_gather");
   const comm::OpLabel label = s.label("all_gather");
   check_dim(label, input, dim);
-  if (s.world_size == 1) return copy_into_output(s.unique_name, "all_gather", input, out);
+  if (s.world_size == 1) return copy_into_output(label, input, out);
   return s.communicator_for("all_gather", input).all_gather(input, dim, out);
 }
 
@@ -299,9 +310,9 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tens
   s.check_alive("reduce_scatter");
   const comm::OpLabel label = s.label("reduce_scatter");
   check_dim(label, input, dim);
-  if (s.world_size == 1) return copy_into_output(s.unique_name, "reduce_scatter", input, out);
+  if (s.world_size == 1) return copy_into_output(label, input, out);
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
-  check_scatterv_sizes(label, input, dim, std::nullopt, s.world_size);
+  comm::check_scatterv_args(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim, out);
 }
 
@@ -310,7 +321,7 @@ Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
   Impl& s = *impl_;
   s.check_alive("reduce_scatterv");
   DeviceCommunicator& comm = s.communicator_for("reduce_scatterv", input);
-  check_scatterv_sizes(s.label("reduce_scatterv"), input, dim, sizes, s.world_size);
+  comm::check_scatterv_args(s.label("reduce_scatterv"), input, dim, sizes, s.world_size);
   return comm.reduce_scatterv(input, dim, sizes);
 }
 
@@ -318,7 +329,7 @@ std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int
   Impl& s = *impl_;
   s.check_alive("gather");
   const comm::OpLabel label = s.label("gather");
-  check_group_rank(label, "dst", dst, s.world_size);
+  check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/true);
   if (s.world_size == 1) return input;
   DeviceCommunicator& comm = s.communicator_for("gather", input);
   check_dim(label, input, dim);
@@ -329,9 +340,9 @@ Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
   Impl& s = *impl_;
   s.check_alive("broadcast");
   const comm::OpLabel label = s.label("broadcast");
-  check_group_rank(label, "src", src, s.world_size);
+  check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
   if (s.world_size == 1) return input;
-  check_tensor(label, input);
+  comm::check_defined(label, input, "input");
   // vLLM broadcasts on the device group directly; that is the Gloo device group for host
   // tensors, and the communicator (NCCL) otherwise.
   if (input.device().is_cpu()) {
@@ -353,7 +364,7 @@ void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) {
   s.check_alive("send");
   s.require_communicator("send");
   const int peer = s.resolve_peer("send", "dst", dst);
-  check_tensor(s.label("send"), tensor);
+  comm::check_defined(s.label("send"), tensor, "tensor");
   DeviceCommunicator& comm = s.communicator_for("send", tensor);
   comm.send(tensor, peer);
 }
@@ -430,7 +441,7 @@ Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int sr
   Impl& s = *impl_;
   s.check_alive("broadcast_object");
   const comm::OpLabel label = s.label("broadcast_object");
-  check_group_rank(label, "src", src, s.world_size);
+  check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
   GC_CHECK(s.rank_in_group != src || obj.has_value(), label, ": src ", src,
            " (this rank) passed no object to broadcast");
   if (s.world_size == 1) return *obj;
@@ -445,7 +456,7 @@ std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Byt
   Impl& s = *impl_;
   s.check_alive("broadcast_object_list");
   const comm::OpLabel label = s.label("broadcast_object_list");
-  check_group_rank(label, "src", src, s.world_size);
+  check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
   if (s.world_size == 1) return obj_list;
   const bool is_src = s.rank_in_group == src;
   // One object carrying the whole list, so receivers learn its length from the source and can
@@ -464,8 +475,7 @@ void GroupCoordinator::send_object(const Bytes& obj, int dst) {
   Impl& s = *impl_;
   s.check_alive("send_object");
   const comm::OpLabel label = s.label("send_object");
-  check_group_rank(label, "dst", dst, s.world_size);
-  check_not_self(label, "dst", dst, s.rank_in_group);
+  check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/false);
   send_object_bytes(*s.cpu_group, obj, dst);
 }
 
@@ -473,8 +483,7 @@ Bytes GroupCoordinator::recv_object(int src) {
   Impl& s = *impl_;
   s.check_alive("recv_object");
   const comm::OpLabel label = s.label("recv_object");
-  check_group_rank(label, "src", src, s.world_size);
-  check_not_self(label, "src", src, s.rank_in_group);
+  check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/false);
   return recv_object_bytes(*s.cpu_group, src, comm::to_string(label));
 }
 
@@ -482,8 +491,7 @@ std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) {
   Impl& s = *impl_;
   s.check_alive("isend_object");
   const comm::OpLabel label = s.label("isend_object");
-  check_group_rank(label, "dst", dst, s.world_size);
-  check_not_self(label, "dst", dst, s.rank_in_group);
+  check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/false);
   return isend_object_bytes(*s.cpu_group, std::move(obj), dst);
 }
 
@@ -536,7 +544,7 @@ Tensor all_gather_slice(const Tensor& contiguous, const GroupCoordinator& all_ga
 // An explicit peer is range-checked even when the call is bypassed (world size 1).
 void check_explicit_peer(const comm::OpLabel& label, const char* what, std::optional<int> peer,
                          int world_size) {
-  if (peer) check_group_rank(label, what, *peer, world_size);
+  if (peer) check_peer_rank(label, *peer, what, /*rank=*/0, world_size, /*allow_self=*/true);
 }
 
 }  // namespace
@@ -624,7 +632,7 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
   Impl& s = *impl_;
   s.check_alive("broadcast_tensor_dict");
   const comm::OpLabel label = s.label("broadcast_tensor_dict");
-  check_group_rank(label, "src", src, s.world_size);
+  check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
   if (s.world_size == 1) return tensor_dict;
 
   if (s.rank_in_group == src) {

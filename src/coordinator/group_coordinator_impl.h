@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "coordinator/coordinator_checks.h"
+#include "communicator/op_label.h"
 #include "coordinator/object_broadcaster.h"
 #include "coordinator/pending_isends.h"
 #include "groupcoord/device.h"

@@ -10,6 +10,7 @@
 
 #include "communicator/dim_layout.h"
 #include "communicator/dispatch_inputs.h"
+#include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
 #include "communicator/sizes.h"
 #include "cuda/event_work.h"
@@ -175,8 +176,7 @@ int CudaCommunicator::check_scatter(const comm::OpLabel& where, const Tensor& in
   check_tensor(where, input, "input");
   const int d = comm::wrap_dim(where, dim, input.dim());
   cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
-  GC_CHECK(input.size(d) % world_size_ == 0, where, ": size ", input.size(d), " of dim ", dim,
-           " is not divisible by the world size ", world_size_);
+  comm::check_divisible(where, input, d, dim, world_size_);
   return d;
 }
 
@@ -380,8 +380,7 @@ Tensor CudaCommunicator::reduce_scatterv(const Tensor& input, int dim,
     comm::check_sizes_sum(where, *sizes, input.size(d));
   }
   const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
-  GC_CHECK(!uniform || input.size(d) % world_size_ == 0, where, ": size ", input.size(d),
-           " of dim ", dim, " is not divisible by the world size ", world_size_);
+  if (uniform) comm::check_divisible(where, input, d, dim, world_size_);
   cuda::DeviceGuard guard(device_);
   return uniform ? scatter_uniform(where, input, d) : scatter_varying(where, input, d, *sizes);
 }

@@ -60,7 +60,7 @@ TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
         [&] {
           c.reduce_scatter(ones({3, 2}), 0);
         },
-        {name, "reduce_scatter", "size 3", "does not divide", ws});
+        {name, "reduce_scatter", "size 3", "not divisible", ws});
     expect_invalid_argument([&] { c.gather(t, 0, 3); }, {name, "gather", "dim 3"});
     // v-variants: wrong length, negative entry, wrong own size, wrong sum.
     std::vector<std::int64_t> too_long(n + 1, 2);
