@@ -2,9 +2,12 @@
 // else set (the harness's main already performed the rendezvous through env://).
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstdint>
 #include <cstdlib>
 #include <filesystem>
 #include <string>
+#include <vector>
 
 #include "groupcoord/launcher_env.h"
 #include "multi_process_test.h"
@@ -28,7 +31,19 @@ TEST_F(BootstrapMpiTest, WorldStoreIsShared) {
   for (int r = 0; r < world_size(); ++r) {
     EXPECT_EQ(store()->get("rank/" + std::to_string(r)), std::to_string(r * r));
   }
-  EXPECT_LE(store()->add("counter", 1), world_size());
+  // One counter that every rank adds 1 to. A shared store hands each rank a different value of
+  // 1..n and, once every rank has added, holds n; a rank-local counter would give 1 everywhere.
+  const std::int64_t mine = store()->add("counter", 1);
+  store()->set("counted/" + std::to_string(rank()), std::to_string(mine));
+  world()->barrier();
+  EXPECT_EQ(store()->add("counter", 0), world_size());
+  std::vector<std::int64_t> handed_out, expected;
+  for (int r = 0; r < world_size(); ++r) {
+    handed_out.push_back(std::stoll(store()->get("counted/" + std::to_string(r))));
+    expected.push_back(r + 1);
+  }
+  std::sort(handed_out.begin(), handed_out.end());
+  EXPECT_EQ(handed_out, expected) << "each rank's add must return a different count";
 }
 
 TEST_F(BootstrapMpiTest, SingleNodeRendezvousDirectoryIsRemoved) {

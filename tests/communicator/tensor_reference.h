@@ -7,6 +7,7 @@
 #include <functional>
 #include <string>
 
+#include "element_values.h"
 #include "groupcoord/tensor.h"
 
 namespace groupcoord {
@@ -17,9 +18,6 @@ using IndexFn = std::function<double(const Shape& index)>;
 
 /// Calls fn for every multi-index of `shape`, row-major.
 void for_each_index(const Shape& shape, const std::function<void(const Shape&)>& fn);
-
-/// Row-major linear position of `index` in `shape`.
-std::int64_t linear_index(const Shape& shape, const Shape& index);
 
 /// Small integer-valued test datum of rank `rank` at linear position `i`: exact in every dtype
 /// tested (|value| <= 11, so sums over 4 ranks stay exact in fp16/bf16).

@@ -18,7 +18,7 @@ class CpuCollectivesTest : public CommunicatorTest {
  protected:
   /// The value rank r's input of `shape` has at `index`.
   static double input_value(int r, const Shape& shape, const Shape& index) {
-    return datum(r, linear_index(shape, index));
+    return datum(r, ravel(index, shape));
   }
 
   /// Reference of a gather along wrapped dim `d` of inputs of `shape`: the concatenation.

@@ -54,7 +54,7 @@ class CpuOutputsTest : public CommunicatorTest {
     const int n = group_size();
     return [shape, n](const Shape& index) {
       double sum = 0;
-      for (int r = 0; r < n; ++r) sum += datum(r, linear_index(shape, index));
+      for (int r = 0; r < n; ++r) sum += datum(r, ravel(index, shape));
       return sum;
     };
   }
@@ -103,8 +103,7 @@ TEST_F(CpuOutputsTest, AllGatherIntoOutEveryDim) {
                       [&](const Shape& index) {
                         Shape local = index;
                         local[d] = index[d] % shape[d];
-                        return datum(static_cast<int>(index[d] / shape[d]),
-                                     linear_index(shape, local));
+                        return datum(static_cast<int>(index[d] / shape[d]), ravel(local, shape));
                       }),
               "");
   }
@@ -219,12 +218,13 @@ TEST_F(CpuOutputsTest, InterfaceDefaultsComputeThenCopy) {
   EXPECT_EQ(compare(reduced, shape, DType::Float32, summed(shape)), "");
   const Tensor gathered = Tensor::empty({n * n, 2}, DType::Float32);
   c.all_gather(input, 0, gathered);
-  EXPECT_EQ(compare(gathered, {n * n, 2}, DType::Float32,
-                    [&](const Shape& index) {
-                      return datum(static_cast<int>(index[0] / n),
-                                   linear_index(shape, {index[0] % n, index[1]}));
-                    }),
-            "");
+  EXPECT_EQ(
+      compare(
+          gathered, {n * n, 2}, DType::Float32,
+          [&](const Shape& index) {
+            return datum(static_cast<int>(index[0] / n), ravel({index[0] % n, index[1]}, shape));
+          }),
+      "");
   const Tensor scattered = Tensor::empty({1, 2}, DType::Float32);
   c.reduce_scatter(input, 0, scattered);
   EXPECT_EQ(compare(scattered, {1, 2}, DType::Float32,
@@ -245,7 +245,7 @@ TEST_F(CpuOutputsTest, InterfaceDefaultsComputeThenCopy) {
       c.send(input, (group_rank() + 1) % n);
     }
     EXPECT_EQ(compare(received, shape, DType::Float32,
-                      [&](const Shape& index) { return datum(prev, linear_index(shape, index)); }),
+                      [&](const Shape& index) { return datum(prev, ravel(index, shape)); }),
               "");
     expect_invalid_argument([&] { c.recv(rank_tensor_strided(shape, DType::Float32, 0), prev); },
                             {"out-of-place-only", "recv", "contiguous"});

@@ -30,9 +30,9 @@ TEST_F(CpuPointToPointTest, SendRecvRingWithDefaultPeers) {
       got = comm().recv(shape, dtype);
       comm().send(mine);
     }
-    EXPECT_EQ(compare(got, shape, dtype,
-                      [&](const Shape& i) { return datum(prev(), linear_index(shape, i)); }),
-              "")
+    EXPECT_EQ(
+        compare(got, shape, dtype, [&](const Shape& i) { return datum(prev(), ravel(i, shape)); }),
+        "")
         << dtype_name(dtype);
   }
 }
@@ -75,7 +75,7 @@ TEST_F(CpuPointToPointTest, IsendIrecvRing) {
   for (auto& work : works) work->wait();
   for (int m = 0; m < 3; ++m) {
     EXPECT_EQ(compare(received[m], shape, DType::Float16,
-                      [&](const Shape& i) { return datum(prev() + m, linear_index(shape, i)); }),
+                      [&](const Shape& i) { return datum(prev() + m, ravel(i, shape)); }),
               "")
         << "message " << m;
   }
@@ -98,9 +98,9 @@ TEST_F(CpuPointToPointTest, RecvIntoOutWritesOutAndReturnsIt) {
       comm().send(mine);
     }
     EXPECT_EQ(got.data_ptr(), out.data_ptr()) << dtype_name(dtype);
-    EXPECT_EQ(compare(out, shape, dtype,
-                      [&](const Shape& i) { return datum(prev(), linear_index(shape, i)); }),
-              "")
+    EXPECT_EQ(
+        compare(out, shape, dtype, [&](const Shape& i) { return datum(prev(), ravel(i, shape)); }),
+        "")
         << dtype_name(dtype);
   }
 }

@@ -32,7 +32,7 @@ class CpuVVariantsTest : public CommunicatorTest {
       while (index[d] >= start + sizes[r]) start += sizes[r++];
       Shape local = index;
       local[d] -= start;
-      return datum(r, linear_index(rank_shape(shape, d, sizes[r]), local));
+      return datum(r, ravel(local, rank_shape(shape, d, sizes[r])));
     };
   }
 
@@ -64,7 +64,7 @@ class CpuVVariantsTest : public CommunicatorTest {
                         Shape full = index;
                         full[d] += offset;
                         double sum = 0;
-                        for (int r = 0; r < n; ++r) sum += datum(r, linear_index(shape, full));
+                        for (int r = 0; r < n; ++r) sum += datum(r, ravel(full, shape));
                         return sum;
                       }),
               "");

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "element_values.h"
 #include "groupcoord/tensor.h"
 
 namespace groupcoord {
@@ -25,10 +26,6 @@ Tensor make_tensor(const Shape& shape, DType dtype,
 
 /// The elements in row-major (logical) order, whatever the strides.
 std::vector<double> tensor_values(const Tensor& tensor);
-
-/// Row-major multi-index of flat index `flat` in `shape`, and back.
-Shape unravel(std::int64_t flat, const Shape& shape);
-std::int64_t ravel(const Shape& index, const Shape& shape);
 
 /// gtest helper: `tensor` has `shape`, `dtype` and exactly `expected` (row-major).
 void expect_tensor(const Tensor& tensor, const Shape& shape, DType dtype,

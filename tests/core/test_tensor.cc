@@ -258,11 +258,20 @@ TEST(Tensor, FromBlobNullPointerAllowedForEmptyShape) {
 
 TEST(Tensor, DeleterExceptionsAreSwallowed) {
   float x = 0;
+  int calls = 0;
+  void* seen = nullptr;
   {
-    Tensor t = Tensor::from_blob(&x, {1}, DType::Float32, Device::cpu(),
-                                 [](void*) { throw std::runtime_error("engine deleter failed"); });
+    Tensor t = Tensor::from_blob(&x, {1}, DType::Float32, Device::cpu(), [&](void* p) {
+      ++calls;
+      seen = p;
+      throw std::runtime_error("engine deleter failed");
+    });
+    EXPECT_EQ(calls, 0);
   }
-  SUCCEED();  // reaching here means the destructor did not propagate (or terminate)
+  // Getting here means the destructor neither propagated the exception nor terminated; the
+  // deleter must still have run, once, on the blob's pointer.
+  EXPECT_EQ(calls, 1);
+  EXPECT_EQ(seen, &x);
 }
 
 // ---- allocators -----------------------------------------------------------------------------

@@ -14,15 +14,11 @@
 #include <string>
 #include <vector>
 
+#include "element_values.h"
 #include "groupcoord/tensor.h"
 
 namespace groupcoord {
 namespace testing {
-
-/// Writes `value` (a small integer, exact in every DType) as `dtype` at `out`.
-void encode_value(DType dtype, double value, void* out);
-/// Reads one `dtype` element at `in` as a double (bool: 0 or 1).
-double decode_value(DType dtype, const void* in);
 
 /// Copies `bytes` from the host to `device_ptr` on `device`, complete on return and ordered before
 /// anything queued afterwards on any stream.
@@ -40,13 +36,6 @@ Tensor device_floats(const Shape& shape, Device device,
 /// The elements of a contiguous CUDA tensor, row-major, decoded. Waits for the device's current
 /// stream first (results of collectives are ready in stream order).
 std::vector<double> host_values(const Tensor& tensor);
-
-/// Row-major index of `coords` in `shape`.
-std::int64_t flat_index(const Shape& shape, const std::vector<std::int64_t>& coords);
-/// Coordinates of row-major index `index` in `shape`.
-std::vector<std::int64_t> coords_of(const Shape& shape, std::int64_t index);
-/// Product of the sizes.
-std::int64_t count_of(const Shape& shape);
 
 /// Number of CUDA devices (0 without a driver); tests skip when it is 0.
 int visible_gpus();

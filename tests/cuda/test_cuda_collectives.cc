@@ -76,7 +76,7 @@ TEST_F(CudaCollectives, AllGatherAlongEachDimOf3d) {
   const int r = group_rank();
   const int n = group_size();
   const Tensor x = device_floats(shape, device(), [&](std::int64_t i) {
-    const auto c = coords_of(shape, i);
+    const auto c = unravel(i, shape);
     return value3(r, c[0], c[1], c[2]);
   });
   for (int dim : {0, 1, 2, -1}) {
@@ -87,7 +87,7 @@ TEST_F(CudaCollectives, AllGatherAlongEachDimOf3d) {
     ASSERT_EQ(out.shape(), expected_shape) << "dim " << dim;
     const std::vector<double> got = host_values(out);
     for (std::int64_t i = 0; i < out.numel(); ++i) {
-      auto c = coords_of(expected_shape, i);
+      auto c = unravel(i, expected_shape);
       const int owner = static_cast<int>(c[d] / shape[d]);
       c[d] %= shape[d];
       ASSERT_EQ(got[i], value3(owner, c[0], c[1], c[2])) << "dim " << dim << " element " << i;
@@ -100,7 +100,7 @@ TEST_F(CudaCollectives, ReduceScatterAlongEachDimOf3d) {
   const int r = group_rank();
   const int n = group_size();
   const Tensor x = device_floats(shape, device(), [&](std::int64_t i) {
-    const auto c = coords_of(shape, i);
+    const auto c = unravel(i, shape);
     return value3(r, c[0], c[1], c[2]);
   });
   for (int dim : {0, 1, 2, -1}) {
@@ -111,7 +111,7 @@ TEST_F(CudaCollectives, ReduceScatterAlongEachDimOf3d) {
     ASSERT_EQ(out.shape(), expected_shape) << "dim " << dim;
     const std::vector<double> got = host_values(out);
     for (std::int64_t i = 0; i < out.numel(); ++i) {
-      auto c = coords_of(expected_shape, i);
+      auto c = unravel(i, expected_shape);
       c[d] += r * expected_shape[d];  // this rank's slice of the summed tensor
       double expected = 0;
       for (int q = 0; q < n; ++q) expected += value3(q, c[0], c[1], c[2]);
@@ -151,7 +151,7 @@ TEST_F(CudaCollectives, GatherToEachRankAlongDims) {
   const int r = group_rank();
   const int n = group_size();
   const Tensor x = device_floats(shape, device(), [&](std::int64_t i) {
-    const auto c = coords_of(shape, i);
+    const auto c = unravel(i, shape);
     return value3(r, c[0], c[1], c[2]);
   });
   for (int dst = 0; dst < n; ++dst) {
@@ -164,7 +164,7 @@ TEST_F(CudaCollectives, GatherToEachRankAlongDims) {
       ASSERT_EQ(out->shape(), expected_shape);
       const std::vector<double> got = host_values(*out);
       for (std::int64_t i = 0; i < out->numel(); ++i) {
-        auto c = coords_of(expected_shape, i);
+        auto c = unravel(i, expected_shape);
         const int owner = static_cast<int>(c[dim] / shape[dim]);
         c[dim] %= shape[dim];
         ASSERT_EQ(got[i], value3(owner, c[0], c[1], c[2])) << "dst " << dst << " dim " << dim;

@@ -100,8 +100,8 @@ TEST_F(NcclCoordinatorTest, AllGatherOnDimOneOfCudaTensor) {
     for (std::int64_t b = 0; b < 3 * ws; ++b) {
       for (std::int64_t c = 0; c < 4; ++c) {
         const int r = static_cast<int>(b / 3);
-        const double want = r * 100.0 + flat_index({2, 3, 4}, {a, b % 3, c});
-        ASSERT_EQ(got[flat_index({2, 3 * ws, 4}, {a, b, c})], want) << a << "," << b << "," << c;
+        const double want = r * 100.0 + ravel({a, b % 3, c}, {2, 3, 4});
+        ASSERT_EQ(got[ravel({a, b, c}, {2, 3 * ws, 4})], want) << a << "," << b << "," << c;
       }
     }
   }

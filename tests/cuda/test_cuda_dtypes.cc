@@ -72,7 +72,7 @@ TEST_F(CudaDTypes, AllGatherAndBroadcast) {
     ASSERT_EQ(gathered.shape(), (Shape{2, kCount / 2 * n}));
     const std::vector<double> got = host_values(gathered);
     for (std::int64_t i = 0; i < gathered.numel(); ++i) {
-      const auto c = coords_of(gathered.shape(), i);
+      const auto c = unravel(i, gathered.shape());
       const int owner = static_cast<int>(c[1] / (kCount / 2));
       ASSERT_EQ(got[i], element(dtype, owner, c[0] * (kCount / 2) + c[1] % (kCount / 2))) << i;
     }

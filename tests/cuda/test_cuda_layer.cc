@@ -21,8 +21,8 @@
 namespace groupcoord {
 namespace {
 
-using testing::count_of;
 using testing::device_tensor;
+using testing::element_count;
 using testing::host_values;
 
 // An engine's allocator: never actually used for memory here.
@@ -348,7 +348,7 @@ TEST_F(CudaLayerGpu, ContiguousOfMovedDimsMatchesIndexArithmetic) {
   const Shape shape{3, 4, 5};
   for (DType dtype : {DType::Float32, DType::BFloat16, DType::Int64, DType::UInt8}) {
     Tensor base = device_tensor(shape, dtype, device_, [&](std::int64_t i) {
-      return dtype == DType::UInt8 ? i % 251 : reference_value(testing::coords_of(shape, i));
+      return dtype == DType::UInt8 ? i % 251 : reference_value(testing::unravel(i, shape));
     });
     for (int src = 0; src < 3; ++src) {
       for (int dst = 0; dst < 3; ++dst) {
@@ -358,13 +358,13 @@ TEST_F(CudaLayerGpu, ContiguousOfMovedDimsMatchesIndexArithmetic) {
         ASSERT_EQ(compact.shape(), moved.shape());
         const std::vector<double> got = host_values(compact);
         for (std::int64_t i = 0; i < compact.numel(); ++i) {
-          std::vector<std::int64_t> at = testing::coords_of(moved.shape(), i);
+          std::vector<std::int64_t> at = testing::unravel(i, moved.shape());
           // Undo the move to find the element's coordinates in `base`.
           std::vector<std::int64_t> original = at;
           const std::int64_t moved_index = at[dst];
           original.erase(original.begin() + dst);
           original.insert(original.begin() + src, moved_index);
-          const std::int64_t flat = testing::flat_index(shape, original);
+          const std::int64_t flat = testing::ravel(original, shape);
           const double expected = dtype == DType::UInt8 ? flat % 251 : reference_value(original);
           ASSERT_EQ(got[i], expected)
               << dtype_name(dtype) << " movedim(" << src << ", " << dst << ") element " << i;
