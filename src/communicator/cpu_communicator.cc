@@ -166,7 +166,7 @@ int CpuCommunicator::check_gatherv_input(
     comm::check_cpu_tensor(where, input, input_name(index, count).c_str());
   }
   const int d = comm::wrap_dim(where, dim, input.dim());
-  if (sizes) comm::check_own_size(where, *sizes, rank_, input.size(d));
+  if (sizes) comm::check_own_size(where, *sizes, rank_, input, d, dim);
   return d;
 }
 
@@ -216,7 +216,7 @@ Tensor CpuCommunicator::reduce_scatterv(const Tensor& input, int dim,
   const int d = comm::wrap_dim(where, dim, input.dim());
   if (sizes) {
     comm::check_sizes_shape(where, *sizes, world_size_);
-    comm::check_sizes_sum(where, *sizes, input.size(d));
+    comm::check_sizes_sum(where, *sizes, input, d, dim);
   }
   if (!sizes) {
     return sum_and_slice(g, input, d, equal_shares(where, input, d, dim, world_size_));

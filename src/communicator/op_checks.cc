@@ -68,16 +68,17 @@ void check_sizes_shape(const OpLabel& where, const std::vector<std::int64_t>& si
 }
 
 void check_own_size(const OpLabel& where, const std::vector<std::int64_t>& sizes, int rank,
-                    std::int64_t local_size) {
-  GC_CHECK(sizes[rank] == local_size, where, ": sizes ", sizes_str(sizes), " says rank ", rank,
-           " has ", sizes[rank], " along the gathered dim but its input has ", local_size);
+                    const Tensor& input, int d, int given) {
+  GC_CHECK(sizes[rank] == input.size(d), where, ": sizes ", sizes_str(sizes), " says rank ", rank,
+           " has ", sizes[rank], " along dim ", given, " but its input ",
+           detail::shape_str(input.shape()), " has ", input.size(d));
 }
 
 void check_sizes_sum(const OpLabel& where, const std::vector<std::int64_t>& sizes,
-                     std::int64_t dim_size) {
+                     const Tensor& input, int d, int given) {
   const std::int64_t sum = std::accumulate(sizes.begin(), sizes.end(), std::int64_t{0});
-  GC_CHECK(sum == dim_size, where, ": sizes ", sizes_str(sizes), " sum to ", sum,
-           " but the input has ", dim_size, " along the scattered dim");
+  GC_CHECK(sum == input.size(d), where, ": sizes ", sizes_str(sizes), " sum to ", sum, " but dim ",
+           given, " of the input ", detail::shape_str(input.shape()), " has ", input.size(d));
 }
 
 int check_gatherv_args(const OpLabel& where, const Tensor& input, int dim,
@@ -86,7 +87,7 @@ int check_gatherv_args(const OpLabel& where, const Tensor& input, int dim,
   const int d = check_dim(where, input, dim);
   if (sizes) {
     check_sizes_shape(where, *sizes, world_size);
-    check_own_size(where, *sizes, rank, input.size(d));
+    check_own_size(where, *sizes, rank, input, d, dim);
   }
   return d;
 }
@@ -99,7 +100,7 @@ int check_scatterv_args(const OpLabel& where, const Tensor& input, int dim,
     return d;
   }
   check_sizes_shape(where, *sizes, world_size);
-  check_sizes_sum(where, *sizes, input.size(d));
+  check_sizes_sum(where, *sizes, input, d, dim);
   return d;
 }
 

@@ -40,12 +40,13 @@ void check_divisible(const OpLabel& where, const Tensor& tensor, int dim, int gi
 /// `sizes` (the v-variants' per-rank sizes) has `world_size` entries, all non-negative.
 void check_sizes_shape(const OpLabel& where, const std::vector<std::int64_t>& sizes,
                        int world_size);
-/// sizes[rank] equals `local_size`, this rank's input size along the gathered dim.
+/// sizes[rank] equals the size of `input` along dim `d` (the gathered dim; `given` as the caller
+/// passed it, for the message).
 void check_own_size(const OpLabel& where, const std::vector<std::int64_t>& sizes, int rank,
-                    std::int64_t local_size);
-/// `sizes` sums to `dim_size`.
+                    const Tensor& input, int d, int given);
+/// `sizes` sums to the size of `input` along dim `d` (the scattered dim; `given` as passed).
 void check_sizes_sum(const OpLabel& where, const std::vector<std::int64_t>& sizes,
-                     std::int64_t dim_size);
+                     const Tensor& input, int d, int given);
 /// all_gatherv's arguments: `dim` valid for `input` and, when `sizes` is given, one non-negative
 /// entry per rank with this rank's equal to its input's size along `dim`. Returns the wrapped dim.
 int check_gatherv_args(const OpLabel& where, const Tensor& input, int dim,

@@ -27,7 +27,9 @@ void register_builtin_device_communicators() {
   }
 #endif
   // nccl is in the table in every build, so that a build without CUDA says why it cannot be used
-  // (its communicator "cuda" is not registered) rather than that it does not exist.
+  // (its communicator "cuda" is not registered) rather than that it does not exist. An engine that
+  // registers its own "gloo" or "nccl" concurrently with the first call here races with it (the
+  // same holds for the communicators): register before creating groups.
   if (!has_backend("gloo")) register_backend({"gloo", "cpu", DeviceType::CPU, true});
   if (!has_backend("nccl")) register_backend({"nccl", "cuda", DeviceType::CUDA, false});
 }

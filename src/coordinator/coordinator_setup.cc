@@ -27,8 +27,9 @@ BackendInfo resolve_backend(const std::string& backend, const std::string& label
   const std::string name = backend.empty() ? default_backend() : backend;
   BackendInfo info = find_backend(name, label);
   GC_CHECK(has_device_communicator(info.communicator), label, ": backend '", name,
-           "' needs the device communicator '", info.communicator,
-           "', which is not registered in this build; use 'gloo'");
+           "' needs the device communicator '", info.communicator, "', which is not registered",
+           info.communicator == "cuda" ? " in this build (no CUDA support); use 'gloo'"
+                                       : " (register_device_communicator)");
   GC_CHECK(info.device_type != DeviceType::CUDA || cuda_devices_visible(), label, ": backend '",
            name, "' is not available on this machine: no CUDA device is visible; use 'gloo'");
   return info;

@@ -332,7 +332,7 @@ int CudaCommunicator::check_gatherv_input(
     check_tensor(where, input, input_name(index, count).c_str());
   }
   const int d = comm::wrap_dim(where, dim, input.dim());
-  if (sizes) comm::check_own_size(where, *sizes, rank_, input.size(d));
+  if (sizes) comm::check_own_size(where, *sizes, rank_, input, d, dim);
   return d;
 }
 
@@ -377,7 +377,7 @@ Tensor CudaCommunicator::reduce_scatterv(const Tensor& input, int dim,
   cuda::nccl_sum_type(where, input.dtype(), nc.nccl_version());
   if (sizes) {
     comm::check_sizes_shape(where, *sizes, world_size_);
-    comm::check_sizes_sum(where, *sizes, input.size(d));
+    comm::check_sizes_sum(where, *sizes, input, d, dim);
   }
   const bool uniform = !sizes || comm::sizes_are_uniform(*sizes);
   if (uniform) comm::check_divisible(where, input, d, dim, world_size_);

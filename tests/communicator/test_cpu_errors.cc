@@ -94,7 +94,7 @@ TEST_F(CpuErrorsTest, BadSizes) {
   // sizes[rank] must be this rank's own size (here every rank is wrong alike).
   std::vector<std::int64_t> not_mine(n, 4);
   expect_invalid_argument([&] { comm().all_gatherv(input, 0, not_mine); },
-                          {kGroupName, "all_gatherv", "has 4 along the gathered dim"});
+                          {kGroupName, "all_gatherv", "has 4 along dim 0"});
   std::vector<std::int64_t> wrong_sum(n, 1);
   wrong_sum[0] = 5;
   expect_invalid_argument([&] { comm().reduce_scatterv(input, 0, wrong_sum); },

@@ -462,7 +462,7 @@ void NcclComm::check_usable(const char* op) const {
 }
 
 void NcclComm::set_window_owner(WindowOwner* owner) {
-  std::lock_guard<std::mutex> lock(mutex_);
+  std::lock_guard<std::mutex> lock(window_owner_mutex_);
   window_owner_ = owner;
 }
 
@@ -483,14 +483,14 @@ void NcclComm::destroy() {
   // communicator is gone, when `windows` goes out of scope. The watchdog keeps running until the
   // end: the teardown calls are watched like any other.
   const auto limit = std::min(timeout_, kFinalizeLimit);
-  WindowOwner* owner = nullptr;
-  {
-    std::lock_guard<std::mutex> lock(mutex_);
-    owner = window_owner_;
-  }
-  const bool operations_done = drain_in_flight(limit) && (!owner || owner->wait_idle(limit));
+  bool operations_done = false;
   std::vector<RegisteredWindow> windows;
-  if (owner) windows = owner->take_windows();  // before mutex_: leases lock the other way
+  {
+    std::lock_guard<std::mutex> owner_lock(window_owner_mutex_);  // the owner cannot go meanwhile
+    WindowOwner* owner = window_owner_;
+    operations_done = drain_in_flight(limit) && (!owner || owner->wait_idle(limit));
+    if (owner) windows = owner->take_windows();  // before mutex_: leases lock the other way
+  }
   {
     DeviceGuard guard(device_);  // NCCL frees device memory of this device
     release_windows(windows, limit, operations_done);

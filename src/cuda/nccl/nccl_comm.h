@@ -97,9 +97,9 @@ struct RegisteredWindow {
   std::int64_t sequence = 0;  ///< registration order (equal on every rank)
 };
 
-/// What the communicator's teardown needs from whoever registered windows on it (the
-/// communicator's SymmetricMemory, which holds the NcclComm: NcclComm sees only this view of it,
-/// so that neither class holds the other).
+/// What the communicator's teardown needs from whoever registered windows on it (the CUDA
+/// communicator's SymmetricMemory, which refers to the NcclComm: NcclComm sees only this view of
+/// it, so that neither class depends on the other).
 class WindowOwner {
  public:
   virtual ~WindowOwner() = default;
@@ -136,7 +136,8 @@ class NcclComm {
   /// The CPU group the communicator was built over (agreements, symmetric_empty).
   ProcessGroup& group() const { return *group_; }
   /// Makes destroy() deregister `owner`'s windows before the communicator goes (nullptr: none).
-  /// `owner` must stay alive until destroy() has run or it is detached with nullptr.
+  /// Detaching (nullptr) waits for a destroy() that is using the owner, so an owner may detach
+  /// from its destructor.
   void set_window_owner(WindowOwner* owner);
 
   /// Collective: registers [data, data + bytes) (ncclMemAlloc memory) as a window with `flags`
@@ -299,7 +300,9 @@ class NcclComm {
   bool stop_ = false;
   std::thread watchdog_;
 
-  /// Whose windows destroy() deregisters first (set_window_owner); guarded by mutex_.
+  /// Whose windows destroy() deregisters first (set_window_owner). window_owner_mutex_ is held
+  /// while destroy() uses the owner; it is taken before the owner's own locks, never after.
+  std::mutex window_owner_mutex_;
   WindowOwner* window_owner_ = nullptr;
 };
 

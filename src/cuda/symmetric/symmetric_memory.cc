@@ -98,7 +98,16 @@ void SymmetricMemory::agree(const NcclApi& api) {
 }
 
 SymmetricMemory::~SymmetricMemory() {
-  owner_.set_window_owner(nullptr);
+  owner_.set_window_owner(nullptr);  // waits for a destroy() that is deregistering our windows
+  // Windows left here were never deregistered (the communicator was not destroyed first): freeing
+  // their memory under a live NCCL registration is undefined, so they are kept, and said.
+  std::vector<RegisteredWindow> left = take_windows();
+  if (!left.empty()) {
+    GC_LOG(Error, owner_.name(), ": ", left.size(),
+           " symmetric window(s) still registered when the symmetric memory went; their memory is "
+           "kept for the life of the process");
+    new std::vector<RegisteredWindow>(std::move(left));  // deliberately never freed
+  }
   if (scratch_event_ != nullptr) cudaEventDestroy(scratch_event_);
 }
 

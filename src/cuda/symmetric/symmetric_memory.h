@@ -78,7 +78,8 @@ class SymmetricMemory final : public WindowOwner {
   /// agrees on them (see the file comment). Never throws for a refusal; only for bad settings
   /// (std::invalid_argument naming the variable) or a failed CPU collective.
   SymmetricMemory(NcclComm& owner, const NcclApi& api);
-  /// Detaches from the communicator, whose destroy() then finds no windows to deregister.
+  /// Detaches from the communicator, whose destroy() then finds no windows to deregister; windows
+  /// still registered (no destroy() came first) are kept with their memory, and logged.
   ~SymmetricMemory() override;
   SymmetricMemory(const SymmetricMemory&) = delete;
   SymmetricMemory& operator=(const SymmetricMemory&) = delete;
