@@ -25,8 +25,9 @@
 namespace groupcoord {
 
 /// Collective over all world ranks: rendezvous and the world group ("world" coordinator).
-/// `backend` "" picks nccl when CUDA devices are present, else gloo (device detection is not wired
-/// in yet: "" means gloo for now). `local_rank` -1 takes the launcher's (world_info().local_rank).
+/// `backend` "" picks nccl when this build has CUDA and a CUDA device is visible, else gloo
+/// (default_backend()); any name of the backend table (register_backend) is accepted.
+/// `local_rank` -1 takes the launcher's (world_info().local_rank).
 /// `timeout` bounds the rendezvous and is the default timeout of every group. If the world
 /// already exists (this function or init_world ran before), only the "world" coordinator is
 /// created, and a second call with the same world is a no-op, as in vLLM; explicit world_size,
