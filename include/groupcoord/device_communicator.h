@@ -88,8 +88,9 @@ class DeviceCommunicator {
   virtual Tensor reduce_scatterv(
       const Tensor& input, int dim = -1,
       const std::optional<std::vector<std::int64_t>>& sizes = std::nullopt) = 0;
-  /// Concatenation along `dim` on rank `dst`; std::nullopt on the other ranks.
-  virtual std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1) = 0;
+  /// Concatenation along `dim` on rank `dst`; std::nullopt on the other ranks. Default: this
+  /// communicator's all_gather, kept on `dst` (the built-in communicators send to `dst` only).
+  virtual std::optional<Tensor> gather(const Tensor& input, int dst = 0, int dim = -1);
   /// Copies `src`'s tensor into `tensor` on every rank, in place; returns `tensor`.
   virtual Tensor broadcast(const Tensor& tensor, int src = 0) = 0;
 
@@ -110,27 +111,31 @@ class DeviceCommunicator {
   /// tensor does), from group rank `src` (default: the previous rank).
   virtual Tensor recv(const Tensor& out, std::optional<int> src = std::nullopt);
 
+  // ---- point-to-point (not collective). Defaults: std::invalid_argument naming the backend,
+  // for a communicator that has no point-to-point transfers ----
   /// Blocking send to group rank `dst` (default: the next rank).
-  virtual void send(const Tensor& tensor, std::optional<int> dst = std::nullopt) = 0;
+  virtual void send(const Tensor& tensor, std::optional<int> dst = std::nullopt);
   /// Blocking receive of a tensor of `shape` and `dtype` from group rank `src` (default: the
   /// previous rank).
-  virtual Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt) = 0;
+  virtual Tensor recv(const Shape& shape, DType dtype, std::optional<int> src = std::nullopt);
   /// Asynchronous send/receive of a contiguous tensor; the tensor must stay alive (the Work
   /// keeps a reference) until the Work completes.
-  virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst) = 0;
-  virtual std::shared_ptr<Work> irecv(const Tensor& tensor, int src) = 0;
+  virtual std::shared_ptr<Work> isend(const Tensor& tensor, int dst);
+  virtual std::shared_ptr<Work> irecv(const Tensor& tensor, int src);
 
+  // ---- MoE. Defaults: the inputs come back unchanged, as vLLM's communicator without an
+  // all-to-all manager; the built-in communicators gather with use_all2all ----
   /// MoE: gathers every rank's tokens (dim 0, per-rank counts may differ) before the experts run.
   /// Without use_all2all the inputs come back unchanged.
   virtual DispatchRouterLogitsResult dispatch_router_logits(
       const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel = false,
-      const std::vector<Tensor>& extra_tensors = {}) = 0;
+      const std::vector<Tensor>& extra_tensors = {});
   virtual DispatchResult dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
                                   const Tensor& topk_ids, bool is_sequence_parallel = false,
-                                  const std::vector<Tensor>& extra_tensors = {}) = 0;
+                                  const std::vector<Tensor>& extra_tensors = {});
   /// MoE: sums the experts' outputs across ranks and returns this rank's tokens (the inverse of
   /// the last dispatch). Without use_all2all, `hidden_states` comes back unchanged.
-  virtual Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false) = 0;
+  virtual Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false);
 
   // ---- NCCL symmetric memory (docs/cuda.md); communicators without it keep the defaults ----
   /// State and counters. Default: disabled, naming the backend.

@@ -1,7 +1,9 @@
-// DeviceCommunicator's default answers for features only some backends have: caller-provided
-// outputs through the out-of-place call and a copy (the built-in communicators write straight
-// into `out`), and for NCCL symmetric memory (CUDA-only) a clear "not here" that names the
-// backend, never a silent no-op.
+// DeviceCommunicator's default answers for what only some backends have, so that an engine's
+// communicator implements the collectives and nothing more (as lmdeploy's DeviceCommImpl does):
+// caller-provided outputs through the out-of-place call and a copy (the built-in communicators
+// write straight into `out`), gather through all_gather, MoE without an all-to-all manager (the
+// inputs unchanged), and for point-to-point and NCCL symmetric memory a clear "not here" that
+// names the backend, never a silent no-op.
 #include "communicator/dim_layout.h"
 #include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
@@ -73,6 +75,61 @@ Tensor DeviceCommunicator::symmetric_empty(const Shape& shape, DType dtype) {
 void DeviceCommunicator::reserve_symmetric_scratch(std::int64_t bytes) {
   GC_THROW(std::invalid_argument, "reserve_symmetric_scratch(", bytes, "): the ", backend_name(),
            " communicator has no symmetric memory (only the cuda communicator has)");
+}
+
+std::optional<Tensor> DeviceCommunicator::gather(const Tensor& input, int dst, int dim) {
+  const std::string backend = backend_name();
+  const comm::OpLabel where = default_label(backend, "gather");
+  comm::check_peer_rank(where, dst, "dst", rank_in_group(), world_size(), /*allow_self=*/true);
+  Tensor gathered = all_gather(input, dim);  // collective: every rank takes part
+  if (rank_in_group() != dst) return std::nullopt;
+  return gathered;
+}
+
+void DeviceCommunicator::send(const Tensor& tensor, std::optional<int> dst) {
+  (void)tensor;
+  (void)dst;
+  GC_THROW(std::invalid_argument, "send: the ", backend_name(),
+           " communicator has no point-to-point transfers");
+}
+
+Tensor DeviceCommunicator::recv(const Shape& shape, DType dtype, std::optional<int> src) {
+  (void)shape;
+  (void)dtype;
+  (void)src;
+  GC_THROW(std::invalid_argument, "recv: the ", backend_name(),
+           " communicator has no point-to-point transfers");
+}
+
+std::shared_ptr<Work> DeviceCommunicator::isend(const Tensor& tensor, int dst) {
+  (void)tensor;
+  GC_THROW(std::invalid_argument, "isend(dst=", dst, "): the ", backend_name(),
+           " communicator has no point-to-point transfers");
+}
+
+std::shared_ptr<Work> DeviceCommunicator::irecv(const Tensor& tensor, int src) {
+  (void)tensor;
+  GC_THROW(std::invalid_argument, "irecv(src=", src, "): the ", backend_name(),
+           " communicator has no point-to-point transfers");
+}
+
+DispatchRouterLogitsResult DeviceCommunicator::dispatch_router_logits(
+    const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel,
+    const std::vector<Tensor>& extra_tensors) {
+  (void)is_sequence_parallel;
+  return {hidden_states, router_logits, extra_tensors};
+}
+
+DispatchResult DeviceCommunicator::dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
+                                            const Tensor& topk_ids, bool is_sequence_parallel,
+                                            const std::vector<Tensor>& extra_tensors) {
+  (void)is_sequence_parallel;
+  return {hidden_states, topk_weights, topk_ids, extra_tensors};
+}
+
+Tensor DeviceCommunicator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {
+  (void)is_sequence_parallel;
+  return hidden_states;
 }
 
 }  // namespace groupcoord

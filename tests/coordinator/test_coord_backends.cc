@@ -83,6 +83,40 @@ class CountingCommunicator final : public DeviceCommunicator {
   std::unique_ptr<DeviceCommunicator> inner_;
 };
 
+/// The least an engine's communicator implements: the collectives. gather, point-to-point and MoE
+/// come from DeviceCommunicator's defaults.
+class MinimalCommunicator final : public DeviceCommunicator {
+ public:
+  explicit MinimalCommunicator(const DeviceCommunicatorContext& context)
+      : inner_(create_device_communicator("cpu", context)) {}
+
+  std::string backend_name() const override { return "minimal"; }
+  int rank_in_group() const override { return inner_->rank_in_group(); }
+  int world_size() const override { return inner_->world_size(); }
+  Tensor all_reduce(const Tensor& input) override { return inner_->all_reduce(input); }
+  Tensor all_gather(const Tensor& input, int dim) override {
+    return inner_->all_gather(input, dim);
+  }
+  std::vector<Tensor> all_gatherv(const std::vector<Tensor>& inputs, int dim,
+                                  const std::optional<std::vector<std::int64_t>>& sizes) override {
+    return inner_->all_gatherv(inputs, dim, sizes);
+  }
+  Tensor reduce_scatter(const Tensor& input, int dim) override {
+    return inner_->reduce_scatter(input, dim);
+  }
+  Tensor reduce_scatterv(const Tensor& input, int dim,
+                         const std::optional<std::vector<std::int64_t>>& sizes) override {
+    return inner_->reduce_scatterv(input, dim, sizes);
+  }
+  Tensor broadcast(const Tensor& tensor, int src) override {
+    return inner_->broadcast(tensor, src);
+  }
+  void destroy() override { inner_->destroy(); }
+
+ private:
+  std::unique_ptr<DeviceCommunicator> inner_;
+};
+
 class CoordinatorBackends : public CoordinatorTest {
  protected:
   static void register_engine_backend() {
@@ -145,6 +179,37 @@ TEST_F(CoordinatorBackends, AnEngineBackendRunsTheCoordinatorsCollectivesThrough
                   "sibling all_reduce");
     sibling->destroy();
   }
+  c.destroy();
+}
+
+TEST_F(CoordinatorBackends, AMinimalCommunicatorGetsGatherPointToPointAndMoeFromTheDefaults) {
+  register_device_communicator("minimal", [](const DeviceCommunicatorContext& context) {
+    return std::make_unique<MinimalCommunicator>(context);
+  });
+  register_backend({"minimal", "minimal", DeviceType::CPU, /*gloo_device_group=*/true});
+  const int w = world_size();
+  GroupCoordinator c(world_layout(w), local_rank(), "minimal", true, false, "minimal_backend",
+                     /*use_all2all=*/true);
+  if (w == 1) return;  // no communicator at world size 1
+  Tensor t =
+      make_tensor({2}, DType::Float32, [&](std::int64_t i) { return rank_value(rank(), i); });
+  // gather: the default's all_gather, kept on dst only.
+  std::vector<double> gathered;
+  for (int r : c.ranks()) {
+    for (std::int64_t i = 0; i < 2; ++i) gathered.push_back(rank_value(r, i));
+  }
+  const int dst = w - 1;
+  std::optional<Tensor> got = c.gather(t, dst, 0);
+  EXPECT_EQ(got.has_value(), c.rank_in_group() == dst);
+  if (got) expect_tensor(*got, {2 * w}, DType::Float32, gathered, "gather");
+  // MoE without an all-to-all manager: the inputs come back unchanged.
+  Tensor logits = make_tensor({2}, DType::Float32, [](std::int64_t i) { return 1.0 * i; });
+  DispatchRouterLogitsResult routed = c.dispatch_router_logits(t, logits);
+  EXPECT_EQ(routed.hidden_states.data_ptr(), t.data_ptr());
+  EXPECT_EQ(c.combine(t).data_ptr(), t.data_ptr());
+  // Point-to-point: a clear error naming the backend, on the calling rank only (not collective).
+  expect_invalid_argument([&] { c.send(t, (c.rank_in_group() + 1) % w); },
+                          {"send", "minimal", "no point-to-point"});
   c.destroy();
 }
 
