@@ -398,7 +398,7 @@ DispatchRouterLogitsResult CpuCommunicator::dispatch_router_logits(
     const std::vector<Tensor>& extra_tensors) {
   group("dispatch_router_logits");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, router_logits, extra_tensors};
-  return comm::dispatch_router_logits_via(all2all_gather(), hidden_states, router_logits,
+  return comm::dispatch_router_logits_via(all2all_->as_gather(), hidden_states, router_logits,
                                           extra_tensors);
 }
 
@@ -407,14 +407,8 @@ DispatchResult CpuCommunicator::dispatch(const Tensor& hidden_states, const Tens
                                          const std::vector<Tensor>& extra_tensors) {
   group("dispatch");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, topk_weights, topk_ids, extra_tensors};
-  return comm::dispatch_via(all2all_gather(), hidden_states, topk_weights, topk_ids, extra_tensors);
-}
-
-comm::DispatchGather CpuCommunicator::all2all_gather() {
-  return [this](const char* op, const std::vector<Tensor>& tensors,
-                const std::vector<std::string>& names) {
-    return all2all_->dispatch(op, tensors, names);
-  };
+  return comm::dispatch_via(all2all_->as_gather(), hidden_states, topk_weights, topk_ids,
+                            extra_tensors);
 }
 
 Tensor CpuCommunicator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {

@@ -124,8 +124,6 @@ class CpuCommunicator final : public DeviceCommunicator {
   /// along other dims an all_reduce of the whole input and a slice.
   Tensor sum_and_slice(ProcessGroup& group, const Tensor& input, int dim,
                        const std::vector<std::int64_t>& lengths, const Tensor& out = Tensor());
-  /// The naive all-to-all as the gather of the shared dispatch packing (dispatch_inputs.h).
-  comm::DispatchGather all2all_gather();
 
   std::string name_;
   std::shared_ptr<ProcessGroup> group_;

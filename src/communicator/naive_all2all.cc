@@ -66,6 +66,11 @@ std::vector<Tensor> NaiveAll2All::dispatch(const char* op, const std::vector<Ten
   return gathered;
 }
 
+DispatchGather NaiveAll2All::as_gather() {
+  return [this](const char* op, const std::vector<Tensor>& tensors,
+                const std::vector<std::string>& names) { return dispatch(op, tensors, names); };
+}
+
 Tensor NaiveAll2All::combine(const Tensor& hidden_states) {
   const OpLabel where{name_, "combine"};
   GC_CHECK(last_counts_.has_value(), where,

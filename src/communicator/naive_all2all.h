@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "communicator/dispatch_inputs.h"
 #include "groupcoord/device_communicator.h"
 #include "groupcoord/process_group.h"
 
@@ -42,6 +43,10 @@ class NaiveAll2All {
   /// exchange carries a flag), so a mistake on one rank never leaves the others waiting.
   std::vector<Tensor> dispatch(const char* op, const std::vector<Tensor>& tensors,
                                const std::vector<std::string>& names);
+
+  /// dispatch() as the gather of the shared dispatch packing (dispatch_inputs.h); valid while this
+  /// object lives.
+  DispatchGather as_gather();
 
   /// Sums `hidden_states` across ranks and returns this rank's rows, with the counts of the last
   /// dispatch. std::invalid_argument when no dispatch came first or when dim 0 is not the sum of

@@ -729,7 +729,7 @@ DispatchRouterLogitsResult CudaCommunicator::dispatch_router_logits(
     const std::vector<Tensor>& extra_tensors) {
   nccl("dispatch_router_logits");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, router_logits, extra_tensors};
-  return comm::dispatch_router_logits_via(gather_for_dispatch(), hidden_states, router_logits,
+  return comm::dispatch_router_logits_via(all2all_->as_gather(), hidden_states, router_logits,
                                           extra_tensors);
 }
 
@@ -738,15 +738,8 @@ DispatchResult CudaCommunicator::dispatch(const Tensor& hidden_states, const Ten
                                           const std::vector<Tensor>& extra_tensors) {
   nccl("dispatch");  // throws after destroy()
   if (!use_all2all_) return {hidden_states, topk_weights, topk_ids, extra_tensors};
-  return comm::dispatch_via(gather_for_dispatch(), hidden_states, topk_weights, topk_ids,
+  return comm::dispatch_via(all2all_->as_gather(), hidden_states, topk_weights, topk_ids,
                             extra_tensors);
-}
-
-comm::DispatchGather CudaCommunicator::gather_for_dispatch() {
-  return [this](const char* op, const std::vector<Tensor>& tensors,
-                const std::vector<std::string>& names) {
-    return all2all_->dispatch(op, tensors, names);
-  };
 }
 
 Tensor CudaCommunicator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {

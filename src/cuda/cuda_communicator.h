@@ -192,10 +192,6 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// True when `tensor` is contiguous and inside this communicator's symmetric_empty pool.
   bool in_symmetric_pool(const Tensor& tensor) const;
 
-  /// The naive all-to-all's dispatch as the gather of the shared dispatch packing
-  /// (communicator/dispatch_inputs.h).
-  comm::DispatchGather gather_for_dispatch();
-
   std::string name_;
   Device device_;
   std::shared_ptr<ProcessGroup> cpu_group_;

@@ -461,6 +461,13 @@ void NcclComm::check_usable(const char* op) const {
   throw_if_unusable_locked(op);
 }
 
+void keep_windows_forever(std::vector<RegisteredWindow> windows) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<RegisteredWindow>();
+  std::lock_guard<std::mutex> lock(mutex);
+  for (auto& window : windows) kept->push_back(std::move(window));
+}
+
 void NcclComm::set_window_owner(WindowOwner* owner) {
   std::lock_guard<std::mutex> lock(window_owner_mutex_);
   window_owner_ = owner;
@@ -551,18 +558,6 @@ bool NcclComm::close_communicator(bool operations_done, std::chrono::millisecond
 //   tensor, or the released window list) lets go.
 // When operations did not finish, or the communicator was aborted, the windows and their memory
 // are leaked on purpose (logged): a kernel or a peer may still read them.
-
-namespace {
-
-// Windows that could not be released safely: reachable until the process ends.
-void keep_windows_forever(std::vector<RegisteredWindow> windows) {
-  static std::mutex mutex;
-  static auto* kept = new std::vector<RegisteredWindow>();
-  std::lock_guard<std::mutex> lock(mutex);
-  for (auto& window : windows) kept->push_back(std::move(window));
-}
-
-}  // namespace
 
 ncclWindow_t NcclComm::register_window(void* data, std::size_t bytes, int flags, const char* op,
                                        bool ready) {

@@ -97,6 +97,10 @@ struct RegisteredWindow {
   std::int64_t sequence = 0;  ///< registration order (equal on every rank)
 };
 
+/// Keeps `windows` and their memory for the life of the process: for windows that cannot be
+/// deregistered safely (a kernel or a peer may still read them), whose memory must never be freed.
+void keep_windows_forever(std::vector<RegisteredWindow> windows);
+
 /// What the communicator's teardown needs from whoever registered windows on it (the CUDA
 /// communicator's SymmetricMemory, which refers to the NcclComm: NcclComm sees only this view of
 /// it, so that neither class depends on the other).

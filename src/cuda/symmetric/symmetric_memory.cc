@@ -106,7 +106,7 @@ SymmetricMemory::~SymmetricMemory() {
     GC_LOG(Error, owner_.name(), ": ", left.size(),
            " symmetric window(s) still registered when the symmetric memory went; their memory is "
            "kept for the life of the process");
-    new std::vector<RegisteredWindow>(std::move(left));  // deliberately never freed
+    keep_windows_forever(std::move(left));
   }
   if (scratch_event_ != nullptr) cudaEventDestroy(scratch_event_);
 }
