@@ -158,7 +158,8 @@ using DeviceCommunicatorFactory =
     std::function<std::unique_ptr<DeviceCommunicator>(const DeviceCommunicatorContext&)>;
 
 /// Registers (or replaces) the factory for `name`. Thread-safe. Built-ins ("cpu", and "cuda" when
-/// built with CUDA) are registered explicitly by register_builtin_device_communicators().
+/// built with CUDA) are registered explicitly by register_builtin_device_communicators()
+/// (group_coordinator.h: the coordinator layer is the lowest that sees them all).
 void register_device_communicator(const std::string& name, DeviceCommunicatorFactory factory);
 /// True when a factory is registered under `name`.
 bool has_device_communicator(const std::string& name);
@@ -168,10 +169,6 @@ std::vector<std::string> registered_device_communicators();
 /// (the message lists the registered ones).
 std::unique_ptr<DeviceCommunicator> create_device_communicator(
     const std::string& name, const DeviceCommunicatorContext& context);
-/// Registers the built-in communicators and backends if they are not registered yet
-/// (idempotent): communicators "cpu" (and "cuda" when built with CUDA), backends "gloo" (and
-/// "nccl").
-void register_builtin_device_communicators();
 
 /// One entry of the backend table, beside the communicator registry: what a GroupCoordinator made
 /// with the backend name `name` (its `backend` argument, vLLM's torch_distributed_backend) uses.

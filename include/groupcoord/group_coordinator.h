@@ -45,6 +45,12 @@ class GraphCaptureContext;  // groupcoord/cuda/graph_capture.h (CUDA builds)
 /// communicator and a CUDA device is visible, else "gloo".
 std::string default_backend();
 
+/// Registers the built-in communicators and backends if they are not registered yet
+/// (idempotent): communicators "cpu" (and "cuda" when built with CUDA), backends "gloo" (and
+/// "nccl"). Every GroupCoordinator constructor calls it; an engine calls it itself only to list or
+/// replace the built-ins before making a group.
+void register_builtin_device_communicators();
+
 /// Result of irecv_tensor_dict(): the dictionary being filled, the receives to wait for, and the
 /// steps to run after they complete (the all_gather reassembly), in order.
 struct IrecvTensorDictResult {

@@ -1,5 +1,6 @@
-"""torch and cupy interoperability checks for a GPU host (run by python/gpu/run-gpu-checks.sh
-under mpirun -np 2; both ranks may share one GPU: NCCL_HOSTID differs per rank).
+"""torch and cupy interoperability checks for a GPU host (ctest's
+python_torch_checks_np2, label "cuda": mpirun -np 2; both ranks may share one GPU, each with its
+own NCCL_HOSTID).
 
 CPU torch tensors go through a Gloo coordinator; CUDA torch and cupy arrays through the TP group
 (NCCL). References are values each rank computes for every rank. Prints one line per check and

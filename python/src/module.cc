@@ -5,7 +5,7 @@
 #include "bindings.h"
 #include "blocking_call.h"
 #include "errors.h"
-#include "groupcoord/device_communicator.h"
+#include "groupcoord/group_coordinator.h"
 #include "py_tensor.h"
 #include "py_work.h"
 

@@ -2,7 +2,7 @@
 reserve_symmetric_scratch and symmetric_memory_stats (groupcoord.SymmetricMemoryStats).
 
 On CPU flavours the calls must say clearly that symmetric memory needs the nccl backend. On a
-CUDA flavour run with GROUPCOORD_USE_NCCL_SYMM_MEM=1 (python/gpu/run-gpu-checks.sh), the TP
+CUDA flavour run with GROUPCOORD_USE_NCCL_SYMM_MEM=1 (ctest's pytest_symm_*_np2), the TP
 group's communicator has it on: symmetric_empty arrays go through all_gather / reduce_scatter /
 all_reduce without the input copy, results match the references, and the counters say so.
 """

@@ -1,7 +1,8 @@
 // The string-keyed registry of device communicator factories and, beside it, the backend table
 // that maps a coordinator's backend name to one of them (docs/architecture.md: explicit
 // registration, no static self-registering objects). register_builtin_device_communicators()
-// lives in the coordinator layer, which knows every built-in ("cpu", and "cuda" with CUDA).
+// (group_coordinator.h) lives in the coordinator layer, which knows every built-in ("cpu", and
+// "cuda" with CUDA).
 #include <map>
 #include <mutex>
 #include <sstream>

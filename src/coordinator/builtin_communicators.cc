@@ -1,4 +1,4 @@
-// register_builtin_device_communicators (declared in device_communicator.h): the coordinator
+// register_builtin_device_communicators (declared in group_coordinator.h): the coordinator
 // layer is the lowest one that sees every built-in implementation, so the explicit registration
 // lives here (docs/architecture.md: no static self-registering objects).
 #include <mutex>

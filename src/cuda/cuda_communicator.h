@@ -1,6 +1,6 @@
 // The "cuda" device communicator: every collective of a GroupCoordinator on CUDA tensors, over
 // NCCL (vLLM's CudaCommunicator with its PyNcclCommunicator). Registered under "cuda" by
-// register_builtin_device_communicators (coordinator layer) in builds with CUDA.
+// register_builtin_device_communicators (group_coordinator.h) in builds with CUDA.
 //
 // It builds its own NcclComm from context.cpu_group (collective) on context.device, installs the
 // CUDA allocator and copy kernels if absent (init_cuda_layer), and accepts tensors on that device

@@ -8,6 +8,7 @@
 #include "coord_env.h"
 #include "coord_tensors.h"
 #include "groupcoord/device_communicator.h"
+#include "groupcoord/group_coordinator.h"
 
 namespace groupcoord {
 namespace testing {

@@ -28,20 +28,6 @@ Device rank_device() {
   return Device::cuda(count > 0 ? test_world().rendezvous.local_rank % count : 0);
 }
 
-// See the file comment of cuda_fixture.h. Must run before the first NCCL call of the process.
-void prepare_nccl_environment() {
-  // Ranks on this node; without launcher information assume they all are (the test is local).
-  const auto& rendezvous = test_world().rendezvous;
-  const int local_ranks =
-      rendezvous.local_world_size > 0 ? rendezvous.local_world_size : rendezvous.world_size;
-  if (local_ranks > visible_gpus()) {
-    const std::string host = "gc-test-host-" + std::to_string(test_world().rendezvous.rank);
-    setenv("NCCL_HOSTID", host.c_str(), /*overwrite=*/0);
-    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
-  }
-  setenv("NCCL_NVLS_ENABLE", "0", 0);
-}
-
 std::shared_ptr<ProcessGroup> reversed_world_group(const std::string& name,
                                                    std::chrono::milliseconds timeout) {
   const auto& world = test_world().world_group;
@@ -57,7 +43,11 @@ class CudaCommEnvironment : public ::testing::Environment {
  public:
   void SetUp() override {
     if (visible_gpus() == 0) return;
-    prepare_nccl_environment();
+    // Ranks on this node; without launcher information assume they all are (the test is local).
+    const auto& rendezvous = test_world().rendezvous;
+    prepare_nccl_environment(rendezvous.rank, rendezvous.local_world_size > 0
+                                                  ? rendezvous.local_world_size
+                                                  : rendezvous.world_size);
     try {
       shared().group = reversed_world_group("cudatest-cpu", test_world().world_group->timeout());
       DeviceCommunicatorContext context;

@@ -3,7 +3,9 @@
 #include <cuda_runtime_api.h>
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <stdexcept>
+#include <string>
 
 #include "groupcoord/cuda/stream.h"
 
@@ -74,6 +76,15 @@ int visible_gpus() {
     return 0;
   }
   return count;
+}
+
+void prepare_nccl_environment(int rank, int local_ranks) {
+  if (local_ranks > visible_gpus()) {
+    const std::string host = "gc-test-host-" + std::to_string(rank);
+    setenv("NCCL_HOSTID", host.c_str(), /*overwrite=*/0);
+    setenv("NCCL_SOCKET_IFNAME", "lo", 0);
+  }
+  setenv("NCCL_NVLS_ENABLE", "0", 0);
 }
 
 }  // namespace testing

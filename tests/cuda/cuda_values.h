@@ -39,6 +39,11 @@ std::vector<double> host_values(const Tensor& tensor);
 
 /// Number of CUDA devices (0 without a driver); tests skip when it is 0.
 int visible_gpus();
+/// Lets `local_ranks` processes of one node share fewer GPUs: NCCL accepts that only when each
+/// process claims its own host (NCCL_HOSTID, here derived from `rank`) and uses sockets on the
+/// loopback interface. Sets both when the node's ranks outnumber its GPUs, unless the launcher
+/// did, and keeps NVLink multicast off. Must run before the process's first NCCL call.
+void prepare_nccl_environment(int rank, int local_ranks);
 /// The message GTEST_SKIP prints when no GPU is visible.
 inline const char* kNoGpuMessage =
     "no CUDA device visible (cudaGetDeviceCount failed or returned 0): skipping the GPU test";

@@ -29,6 +29,9 @@ class NcclCoordinatorEnvironment : public ::testing::Environment {
     options.timeout = std::chrono::seconds(60);
     init_world(options);
     const int local_rank = world_info().local_rank;
+    const auto& me = world_info();
+    prepare_nccl_environment(me.rank,
+                             me.local_world_size > 0 ? me.local_world_size : me.world_size);
     coordinator() = std::make_unique<GroupCoordinator>(
         std::vector<std::vector<int>>{all_ranks(world_info().world_size)}, local_rank, "nccl",
         /*use_device_communicator=*/true, /*use_message_queue_broadcaster=*/false, "ncclworld");
