@@ -65,6 +65,7 @@ PUBLIC_HEADERS = {
     "hash_store.h": "store",
     "prefix_store.h": "store",
     "tcp_store.h": "store",  # store/tcp_store_client.cc and tcp_store_server.cc
+    "torch_tcp_store.h": "store",  # store/torch_tcp_store.cc
     "init_method.h": "bootstrap",
     "launcher_env.h": "bootstrap",
     "rendezvous.h": "bootstrap",

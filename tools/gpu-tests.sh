@@ -13,6 +13,10 @@
 #   each ctest test of label "cuda"  `ctest -R ^NAME$` (list: `ctest --test-dir build-gpu -N -L
 #                       cuda`), e.g. test_cuda_communicator_np2, pytest_torch_cuda_np2. Where
 #                       several ranks share one GPU each takes its own NCCL host id.
+#   torch-store         ctest's label "torch": TorchTcpStore against the host's torch TCPStore
+#                       server, and a 2-rank job rendezvousing through it
+#   torchrun-np2        a real `torchrun --nproc-per-node 2` of tests/store/torch_store_job.py,
+#                       with torch.distributed's own group beside groupcoord's in each process
 #   symm-tuning-np2     (2 or more GPUs) the symmetric suite with NCCL's tuning log; the kernels
 #                       NCCL chose go into the summary
 #   bench-host-np1/np2  benchmarks/bench_host_overhead: C++ host time per call against raw NCCL
@@ -140,7 +144,7 @@ CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_F
 PYBIND11_DIR="$("$PY" -m pybind11 --cmakedir 2>/dev/null)" &&
   CONFIGURE+=(-Dpybind11_DIR="$PYBIND11_DIR")
 read -r -a TARGETS <<<"${GC_TARGETS:-test_cuda_units test_cuda_communicator test_cuda_coordinator
-  test_cuda_symmetric groupcoord_python bench_host_overhead bench_all_reduce}"
+  test_cuda_symmetric groupcoord_python bench_host_overhead bench_all_reduce test_store}"
 if ! run_step configure 600 "${CONFIGURE[@]}" ||
    ! run_step build 1500 cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}"; then
   tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null
@@ -164,6 +168,11 @@ for test in "${CUDA_TESTS[@]}"; do
   fi
 done
 rm -rf "$LOGS/python-logs" && cp -r "$BUILD/Testing/python-logs" "$LOGS/" 2>/dev/null
+
+# ---- torch's store: the host's torch (2.x here) serves it --------------------------------------------
+run_step torch-store 300 ctest --test-dir "$BUILD" -L torch -V
+run_step torchrun-np2 300 "$PY" -m torch.distributed.run --nproc-per-node 2 \
+  "$ROOT/tests/store/torch_store_job.py" --with-torch-distributed
 
 # ---- beyond ctest: tuning log, benchmarks, sanitizer, packaging -------------------------------------
 UNITS="$BUILD/tests/cuda/test_cuda_units"

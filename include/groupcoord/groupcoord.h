@@ -20,6 +20,7 @@
 #include "groupcoord/prefix_store.h"
 #include "groupcoord/store.h"
 #include "groupcoord/tcp_store.h"
+#include "groupcoord/torch_tcp_store.h"
 
 // bootstrap
 #include "groupcoord/init_method.h"

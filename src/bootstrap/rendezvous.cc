@@ -14,6 +14,7 @@
 #include <string>
 #include <vector>
 
+#include "bootstrap/env_parse.h"
 #include "bootstrap/job_key.h"
 #include "core/shared_memory.h"
 #include "groupcoord/check.h"
@@ -21,7 +22,9 @@
 #include "groupcoord/file_store.h"
 #include "groupcoord/init_method.h"
 #include "groupcoord/logging.h"
+#include "groupcoord/prefix_store.h"
 #include "groupcoord/tcp_store.h"
+#include "groupcoord/torch_tcp_store.h"
 
 namespace groupcoord {
 
@@ -31,6 +34,8 @@ constexpr const char* kAddressKey = "groupcoord/rendezvous/tcp_store_address";
 constexpr const char* kTokenKey = "groupcoord/rendezvous/tcp_store_token";
 /// The launcher's shared secret for the TCP store (every rank must see the same value).
 constexpr const char* kTokenEnv = "GROUPCOORD_STORE_TOKEN";
+constexpr const char* kTorchStoreEnv = "GROUPCOORD_TORCH_STORE";
+constexpr const char* kTorchStoreProtocolEnv = "GROUPCOORD_TORCH_STORE_PROTOCOL";
 constexpr const char* kJoinedPrefix = "groupcoord/rendezvous/joined/";
 
 bool is_loopback(const std::string& host) {
@@ -261,9 +266,52 @@ std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, Rendezv
   return store;
 }
 
+// Whether MASTER_ADDR:MASTER_PORT is a torch TCPStore to join as a client: torchrun's agent says
+// so with TORCHELASTIC_USE_AGENT_STORE=True (it hosts the store; no worker may bind that port);
+// GROUPCOORD_TORCH_STORE=1 says so for a store torch.distributed created (=0 never joins one).
+bool use_torch_store(const EnvLookup& env) {
+  const std::string forced = bootstrap_detail::env_str(env, kTorchStoreEnv);
+  if (!forced.empty()) {
+    GC_CHECK(forced == "0" || forced == "1", kTorchStoreEnv, "='", forced,
+             "': use 1 (join the torch TCPStore at MASTER_ADDR:MASTER_PORT) or 0 (never)");
+    return forced == "1";
+  }
+  return bootstrap_detail::env_str(env, "TORCHELASTIC_USE_AGENT_STORE") == "True";
+}
+
+// Every rank, rank 0 too, is a client of the torch TCPStore at host:port. The store outlives this
+// job's attempts (torchrun restarts workers against the same agent store) and may serve torch's
+// own keys, so this world's keys live under "groupcoord/<run id>/attempt_<restart>/world_<n>":
+// a restarted attempt, or a second world of this process, never sees an older one's keys.
+std::shared_ptr<Store> torch_store_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
+                                              RendezvousResult& out,
+                                              std::chrono::milliseconds timeout) {
+  TorchTcpStoreOptions options;
+  options.host = launcher.master_addr;
+  options.port = launcher.master_port;
+  options.timeout = timeout;
+  options.connect_timeout = timeout;
+  options.protocol = parse_torch_store_protocol(
+      bootstrap_detail::env_str(env, kTorchStoreProtocolEnv), kTorchStoreProtocolEnv);
+  auto torch_store = TorchTcpStore::connect(options);
+  const std::string run_id = launcher.job_id.empty() ? "none" : launcher.job_id;
+  const std::string attempt =
+      std::to_string(bootstrap_detail::env_int(env, "TORCHELASTIC_RESTART_COUNT").value_or(0));
+  const std::string scope = "groupcoord/" + run_id + "/attempt_" + attempt;
+  const int world = next_rendezvous_generation("torch-store/" + scope, out.rank);
+  auto store =
+      std::make_shared<PrefixStore>(scope + "/world_" + std::to_string(world), torch_store);
+  const std::string where = "the torch TCPStore at " + torch_store->endpoint() + " (" +
+                            to_string(torch_store->protocol()) + ")";
+  wait_for_all_ranks(*store, out.rank, out.world_size, timeout, where);
+  out.description = where;
+  return store;
+}
+
 std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLookup& env,
                                       RendezvousResult& out, std::chrono::milliseconds timeout) {
   if (!launcher.master_addr.empty() && launcher.master_port > 0) {
+    if (use_torch_store(env)) return torch_store_rendezvous(launcher, env, out, timeout);
     return tcp_rendezvous(launcher.master_addr, launcher.master_port, out, timeout,
                           token_from(env));
   }

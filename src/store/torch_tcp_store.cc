@@ -1,0 +1,531 @@
+// TorchTcpStore: a client of torch's c10d TCPStore server (see groupcoord/torch_tcp_store.h and
+// docs/torch_store.md for the protocol). Requests are one command byte and its arguments; strings
+// are a little-endian u64 length and the bytes; integers are little-endian; one request is in
+// flight per connection and replies carry no tags, so each request holds a pooled connection.
+#include "groupcoord/torch_tcp_store.h"
+
+#include <algorithm>
+#include <cstring>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "groupcoord/check.h"
+#include "groupcoord/errors.h"
+#include "groupcoord/logging.h"
+#include "store/socket.h"
+#include "store/store_semantics.h"
+
+namespace groupcoord {
+namespace {
+
+using store_internal::Clock;
+using store_internal::IoStatus;
+using store_internal::TimePoint;
+using store_internal::UniqueFd;
+
+/// The requests this client sends. Their command bytes depend on the protocol generation.
+enum class Op {
+  kValidate,
+  kSet,
+  kCompareSet,
+  kGet,
+  kAdd,
+  kCheck,
+  kWait,
+  kNumKeys,
+  kDelete,
+  kCancelWait,
+  kPing
+};
+
+/// VALIDATE's magic number (torch >= 2.2), sent as the first request of a connection.
+constexpr std::uint32_t kValidateMagic = 0x3C85F7CEu;
+/// Replies to CHECK and WAIT / CANCEL_WAIT.
+constexpr std::uint8_t kReady = 0;         // CHECK: every key exists
+constexpr std::uint8_t kStopWaiting = 0;   // WAIT: every key exists
+constexpr std::uint8_t kWaitCanceled = 1;  // CANCEL_WAIT done
+/// How long each probe of TorchStoreProtocol::kAuto waits for its reply: a torch 2.2-2.4 libuv
+/// server neither answers nor closes a connection whose first request it does not accept.
+constexpr std::chrono::milliseconds kProbeWait{2000};
+/// Longest value this client accepts in a reply (torch's libuv server caps values at 8 MiB).
+constexpr std::uint64_t kMaxReplyBytes = std::uint64_t{1} << 30;
+constexpr std::chrono::milliseconds kFirstRetryDelay{10};
+constexpr std::chrono::milliseconds kMaxRetryDelay{1000};
+/// Longest single WAIT of TorchTcpStore::wait before it looks with a CHECK (see there).
+constexpr std::chrono::milliseconds kWaitSlice{500};
+/// How long the reply to CANCEL_WAIT may take.
+constexpr std::chrono::milliseconds kCancelWait{5000};
+constexpr const char* kName = "TorchTcpStore";
+
+void check_keys(const char* op, const std::vector<std::string>& keys) {
+  for (const auto& key : keys) store_internal::check_key(kName, op, key);
+}
+
+/// The command byte of `op` in `protocol` (torch 1.x/2.0 numbering: SET 0, COMPARE_SET 1, GET 2,
+/// ADD 3, CHECK 4, WAIT 5, GETNUMKEYS 6, WATCH_KEY 7, DELETE_KEY 8; torch >= 2.2: VALIDATE 0, then
+/// SET 1 ... GETNUMKEYS 7, DELETE_KEY 8, APPEND 9, MULTI_GET 10, MULTI_SET 11, CANCEL_WAIT 12,
+/// PING 13).
+std::uint8_t op_code(TorchStoreProtocol protocol, Op op) {
+  if (protocol == TorchStoreProtocol::kTorch1) {
+    switch (op) {
+      case Op::kSet:
+        return 0;
+      case Op::kCompareSet:
+        return 1;
+      case Op::kGet:
+        return 2;
+      case Op::kAdd:
+        return 3;
+      case Op::kCheck:
+        return 4;
+      case Op::kWait:
+        return 5;
+      case Op::kNumKeys:
+        return 6;
+      case Op::kDelete:
+        return 8;
+      default:
+        break;
+    }
+    GC_THROW(std::logic_error, "torch store: torch 1's protocol has no request ",
+             static_cast<int>(op));
+  }
+  switch (op) {
+    case Op::kValidate:
+      return 0;
+    case Op::kSet:
+      return 1;
+    case Op::kCompareSet:
+      return 2;
+    case Op::kGet:
+      return 3;
+    case Op::kAdd:
+      return 4;
+    case Op::kCheck:
+      return 5;
+    case Op::kWait:
+      return 6;
+    case Op::kNumKeys:
+      return 7;
+    case Op::kDelete:
+      return 8;
+    case Op::kCancelWait:
+      return 12;
+    case Op::kPing:
+      return 13;
+  }
+  GC_THROW(std::logic_error, "torch store: unknown request ", static_cast<int>(op));
+}
+
+/// The bytes of one request.
+class Request {
+ public:
+  Request(TorchStoreProtocol protocol, Op op) { data_.push_back(char(op_code(protocol, op))); }
+  Request& u32(std::uint32_t v) { return little_endian(v, 4); }
+  Request& i64(std::int64_t v) { return little_endian(static_cast<std::uint64_t>(v), 8); }
+  Request& u64(std::uint64_t v) { return little_endian(v, 8); }
+  Request& bytes(const std::string& b) {
+    u64(b.size());
+    data_ += b;
+    return *this;
+  }
+  /// A key as torch's client sends it: with a leading "/".
+  Request& key(const std::string& k) { return bytes("/" + k); }
+  Request& keys(const std::vector<std::string>& ks) {
+    u64(ks.size());
+    for (const auto& k : ks) key(k);
+    return *this;
+  }
+  Request& then(const Request& next) {
+    data_ += next.data_;
+    return *this;
+  }
+  const std::string& data() const { return data_; }
+
+ private:
+  Request& little_endian(std::uint64_t v, int width) {
+    for (int i = 0; i < width; ++i) data_.push_back(char((v >> (8 * i)) & 0xff));
+    return *this;
+  }
+  std::string data_;
+};
+
+std::uint64_t decode_le(const char* p, int width) {
+  std::uint64_t v = 0;
+  for (int i = width - 1; i >= 0; --i) v = (v << 8) | static_cast<unsigned char>(p[i]);
+  return v;
+}
+
+}  // namespace
+
+/// The pool of connections and the request/reply exchange. A connection whose exchange failed is
+/// closed, never reused: with untagged replies it may be out of step.
+class TorchTcpStore::Impl {
+ public:
+  Impl(const TorchTcpStoreOptions& options)
+      : host_(options.host),
+        port_(options.port),
+        endpoint_(store_internal::format_endpoint(options.host, options.port)),
+        protocol_(options.protocol) {}
+
+  /// Resolves kAuto by probing, then keeps one connection ready.
+  void start(std::chrono::milliseconds connect_timeout) {
+    const TimePoint deadline = store_internal::deadline_after(connect_timeout);
+    if (protocol_ == TorchStoreProtocol::kAuto) protocol_ = probe(deadline);
+    release(open(deadline));
+  }
+
+  TorchStoreProtocol protocol() const { return protocol_; }
+  const std::string& endpoint() const { return endpoint_; }
+
+  /// A pooled connection for one exchange; returned to the pool by done().
+  class Lease {
+   public:
+    Lease(Impl& impl, TimePoint deadline) : impl_(impl), fd_(impl.acquire(deadline)) {}
+    int fd() const { return fd_.get(); }
+    /// The exchange completed in step: the connection may serve the next request.
+    void done() { impl_.release(std::move(fd_)); }
+
+   private:
+    Impl& impl_;
+    UniqueFd fd_;  // closed on destruction unless done() gave it back
+  };
+
+  void send(const Lease& lease, const Request& request, TimePoint deadline,
+            const std::string& what) {
+    int err = 0;
+    const IoStatus status = store_internal::send_all(lease.fd(), request.data().data(),
+                                                     request.data().size(), deadline, &err);
+    if (status != IoStatus::kOk) fail(what, status, err);
+  }
+
+  std::uint64_t recv_int(const Lease& lease, int width, TimePoint deadline,
+                         const std::string& what) {
+    char buffer[8];
+    recv_raw(lease, buffer, width, deadline, what);
+    return decode_le(buffer, width);
+  }
+
+  std::string recv_bytes(const Lease& lease, TimePoint deadline, const std::string& what) {
+    const std::uint64_t size = recv_int(lease, 8, deadline, what);
+    if (size > kMaxReplyBytes) {
+      GC_THROW(DistributedError, "torch store at ", endpoint_, ": ", what, ": a reply of ", size,
+               " bytes (more than ", kMaxReplyBytes, "): the server speaks another protocol?");
+    }
+    std::string out(size, '\0');
+    if (size > 0) recv_raw(lease, out.data(), size, deadline, what);
+    return out;
+  }
+
+  void recv_raw(const Lease& lease, char* data, std::size_t size, TimePoint deadline,
+                const std::string& what) {
+    int err = 0;
+    const IoStatus status = store_internal::recv_exact(lease.fd(), data, size, deadline, &err);
+    if (status != IoStatus::kOk) fail(what, status, err);
+  }
+
+  /// One WAIT for `keys` until `deadline`: true when the server says they all exist, false when
+  /// the deadline comes first. The wait is then cancelled and its connection kept in step (torch
+  /// 2: CANCEL_WAIT, whose reply may follow a late STOP_WAITING), or the connection is dropped
+  /// (torch 1 cannot cancel: a late reply would shift every later one).
+  bool wait_until(const std::vector<std::string>& keys, TimePoint deadline,
+                  const std::string& what) {
+    Lease lease(*this, deadline);
+    const Request request = Request(protocol_, Op::kWait).keys(keys);
+    int err = 0;
+    IoStatus status = store_internal::send_all(lease.fd(), request.data().data(),
+                                               request.data().size(), deadline, &err);
+    if (status == IoStatus::kTimeout) return false;
+    if (status != IoStatus::kOk) fail(what, status, err);
+    char reply = 0;
+    status = store_internal::recv_exact(lease.fd(), &reply, 1, deadline, &err);
+    if (status == IoStatus::kOk) {
+      if (static_cast<std::uint8_t>(reply) != kStopWaiting) {
+        GC_THROW(DistributedError, "torch store at ", endpoint_, ": ", what,
+                 ": unexpected reply byte ", static_cast<int>(static_cast<unsigned char>(reply)));
+      }
+      lease.done();
+      return true;
+    }
+    if (status != IoStatus::kTimeout) fail(what, status, err);
+    if (protocol_ == TorchStoreProtocol::kTorch2) {
+      const TimePoint cancel_deadline = Clock::now() + kCancelWait;
+      try {
+        send(lease, Request(protocol_, Op::kCancelWait), cancel_deadline, what + " (cancel)");
+        auto byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
+        if (byte == kStopWaiting) byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
+        if (byte == kWaitCanceled) lease.done();
+      } catch (const std::exception& e) {
+        GC_LOG(Debug, "torch store at ", endpoint_, ": cancelling ", what, ": ", e.what());
+      }
+    }
+    return false;
+  }
+
+  [[noreturn]] void fail(const std::string& what, IoStatus status, int err) {
+    const std::string text = store_internal::io_status_text(status, err);
+    if (status == IoStatus::kTimeout) {
+      GC_THROW(TimeoutError, "torch store at ", endpoint_, ": ", what, ": ", text);
+    }
+    GC_THROW(DistributedError, "torch store at ", endpoint_, ": ", what, ": ", text,
+             status == IoStatus::kClosed
+                 ? " (torch's server closes the connection on a request it refuses)"
+                 : "");
+  }
+
+ private:
+  UniqueFd acquire(TimePoint deadline) {
+    {
+      std::lock_guard<std::mutex> lock(mutex_);
+      if (!idle_.empty()) {
+        UniqueFd fd = std::move(idle_.back());
+        idle_.pop_back();
+        return fd;
+      }
+    }
+    return open(deadline);
+  }
+
+  void release(UniqueFd fd) {
+    if (!fd.valid()) return;
+    std::lock_guard<std::mutex> lock(mutex_);
+    idle_.push_back(std::move(fd));
+  }
+
+  /// A connected socket, retrying while the server is not up yet; then the protocol's handshake
+  /// (torch 2: VALIDATE as one write, as its server requires).
+  UniqueFd open(TimePoint deadline) {
+    UniqueFd fd = connect_socket(deadline);
+    if (protocol_ == TorchStoreProtocol::kTorch2) {
+      int err = 0;
+      const Request validate = Request(protocol_, Op::kValidate).u32(kValidateMagic);
+      const IoStatus status = store_internal::send_all(fd.get(), validate.data().data(),
+                                                       validate.data().size(), deadline, &err);
+      if (status != IoStatus::kOk) fail("handshake (VALIDATE)", status, err);
+    }
+    return fd;
+  }
+
+  UniqueFd connect_socket(TimePoint deadline) {
+    auto delay = kFirstRetryDelay;
+    std::string error;
+    for (;;) {
+      UniqueFd fd = store_internal::try_connect_tcp(host_, port_, deadline, &error);
+      if (fd.valid()) {
+        store_internal::set_nodelay(fd.get());
+        return fd;
+      }
+      if (Clock::now() + delay >= deadline) {
+        GC_THROW(TimeoutError, "torch store at ", endpoint_,
+                 ": could not connect before the deadline (is the torch TCPStore server, e.g. "
+                 "torchrun's agent, up at this address?): ",
+                 error);
+      }
+      std::this_thread::sleep_for(delay);
+      delay = std::min(delay * 2, kMaxRetryDelay);
+    }
+  }
+
+  /// The generation the server speaks, from probes on fresh connections (see connect()).
+  TorchStoreProtocol probe(TimePoint deadline) {
+    const auto probe_deadline = [&] { return std::min(deadline, Clock::now() + kProbeWait); };
+    std::string notes;
+    // torch >= 2.5: VALIDATE, then PING with a nonce the server echoes.
+    const std::uint32_t nonce = 0x67630000u | static_cast<std::uint32_t>(port_ & 0xffff);
+    const Request ping = Request(TorchStoreProtocol::kTorch2, Op::kValidate)
+                             .u32(kValidateMagic)
+                             .then(Request(TorchStoreProtocol::kTorch2, Op::kPing).u32(nonce));
+    if (auto reply = probe_reply(ping, 4, probe_deadline(), &notes)) {
+      if (decode_le(reply->data(), 4) == nonce) return TorchStoreProtocol::kTorch2;
+      notes += "; PING echoed another nonce";
+    }
+    // torch 1.x / 2.0: GETNUMKEYS, no handshake.
+    if (probe_reply(Request(TorchStoreProtocol::kTorch1, Op::kNumKeys), 8, probe_deadline(),
+                    &notes)) {
+      return TorchStoreProtocol::kTorch1;
+    }
+    // torch 2.2 - 2.4: VALIDATE, then GETNUMKEYS (no PING yet).
+    const Request num_keys = Request(TorchStoreProtocol::kTorch2, Op::kValidate)
+                                 .u32(kValidateMagic)
+                                 .then(Request(TorchStoreProtocol::kTorch2, Op::kNumKeys));
+    if (probe_reply(num_keys, 8, probe_deadline(), &notes)) return TorchStoreProtocol::kTorch2;
+    GC_THROW(DistributedError, "torch store at ", endpoint_,
+             ": no torch TCPStore protocol answered (", notes,
+             "); set GROUPCOORD_TORCH_STORE_PROTOCOL=torch1 or torch2 if the server is one");
+  }
+
+  /// Sends `request` on a fresh connection and reads `size` reply bytes; nullopt (with a note)
+  /// when the server closes, errs or stays silent.
+  std::optional<std::string> probe_reply(const Request& request, std::size_t size,
+                                         TimePoint deadline, std::string* notes) {
+    UniqueFd fd = connect_socket(store_internal::deadline_after(
+        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
+        kProbeWait));
+    int err = 0;
+    std::string reply(size, '\0');
+    IoStatus status = store_internal::send_all(fd.get(), request.data().data(),
+                                               request.data().size(), deadline, &err);
+    if (status == IoStatus::kOk) {
+      status = store_internal::recv_exact(fd.get(), reply.data(), size, deadline, &err);
+    }
+    if (status == IoStatus::kOk) return reply;
+    *notes += (notes->empty() ? "" : "; ") + store_internal::io_status_text(status, err);
+    return std::nullopt;
+  }
+
+  const std::string host_;
+  const int port_;
+  const std::string endpoint_;
+  TorchStoreProtocol protocol_;
+  std::mutex mutex_;
+  std::vector<UniqueFd> idle_;
+};
+
+std::string to_string(TorchStoreProtocol protocol) {
+  switch (protocol) {
+    case TorchStoreProtocol::kAuto:
+      return "auto";
+    case TorchStoreProtocol::kTorch1:
+      return "torch1";
+    case TorchStoreProtocol::kTorch2:
+      return "torch2";
+  }
+  return "unknown";
+}
+
+TorchStoreProtocol parse_torch_store_protocol(const std::string& text, const std::string& what) {
+  if (text.empty() || text == "auto") return TorchStoreProtocol::kAuto;
+  if (text == "torch1" || text == "1") return TorchStoreProtocol::kTorch1;
+  if (text == "torch2" || text == "2") return TorchStoreProtocol::kTorch2;
+  GC_THROW(std::invalid_argument, what, ": '", text,
+           "' is not a torch store protocol (auto, torch1 for torch 1.x/2.0, torch2 for torch "
+           ">= 2.2)");
+}
+
+std::shared_ptr<TorchTcpStore> TorchTcpStore::connect(const TorchTcpStoreOptions& options) {
+  GC_CHECK(!options.host.empty(), "TorchTcpStore: empty host");
+  GC_CHECK(options.port > 0 && options.port < 65536, "TorchTcpStore: port ", options.port,
+           " is not in 1..65535");
+  GC_CHECK(options.timeout.count() > 0, "TorchTcpStore: timeout must be positive, got ",
+           options.timeout.count(), " ms");
+  auto impl = std::make_unique<Impl>(options);
+  impl->start(options.connect_timeout);
+  GC_LOG(Debug, "torch store at ", impl->endpoint(), ": protocol ", to_string(impl->protocol()));
+  return std::shared_ptr<TorchTcpStore>(new TorchTcpStore(std::move(impl), options.timeout));
+}
+
+TorchTcpStore::TorchTcpStore(std::unique_ptr<Impl> impl, std::chrono::milliseconds timeout)
+    : Store(timeout), impl_(std::move(impl)) {}
+
+TorchTcpStore::~TorchTcpStore() = default;
+
+TorchStoreProtocol TorchTcpStore::protocol() const { return impl_->protocol(); }
+const std::string& TorchTcpStore::endpoint() const { return impl_->endpoint(); }
+
+void TorchTcpStore::set(const std::string& key, const Bytes& value) {
+  store_internal::check_key(kName, "set", key);
+  // SET has no reply: the connection goes back at once, and requests on it stay in order.
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  impl_->send(lease, Request(protocol(), Op::kSet).key(key).bytes(value), deadline, "set " + key);
+  lease.done();
+}
+
+Bytes TorchTcpStore::get(const std::string& key) {
+  store_internal::check_key(kName, "get", key);
+  // torch's server answers GET at once (or drops the connection) for a missing key: wait first,
+  // as torch's client does.
+  wait({key}, timeout());
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  const std::string what = "get " + key;
+  impl_->send(lease, Request(protocol(), Op::kGet).key(key), deadline, what);
+  Bytes value = impl_->recv_bytes(lease, deadline, what);
+  lease.done();
+  return value;
+}
+
+std::int64_t TorchTcpStore::add(const std::string& key, std::int64_t delta) {
+  store_internal::check_key(kName, "add", key);
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  const std::string what = "add " + key;
+  impl_->send(lease, Request(protocol(), Op::kAdd).key(key).i64(delta), deadline, what);
+  const auto value = static_cast<std::int64_t>(impl_->recv_int(lease, 8, deadline, what));
+  lease.done();
+  return value;
+}
+
+Bytes TorchTcpStore::compare_set(const std::string& key, const Bytes& expected,
+                                 const Bytes& desired) {
+  store_internal::check_key(kName, "compare_set", key);
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  const std::string what = "compare_set " + key;
+  impl_->send(lease, Request(protocol(), Op::kCompareSet).key(key).bytes(expected).bytes(desired),
+              deadline, what);
+  Bytes value = impl_->recv_bytes(lease, deadline, what);
+  lease.done();
+  return value;
+}
+
+bool TorchTcpStore::check(const std::vector<std::string>& keys) {
+  check_keys("check", keys);
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  const std::string what = "check " + store_internal::format_keys(keys);
+  impl_->send(lease, Request(protocol(), Op::kCheck).keys(keys), deadline, what);
+  const auto reply = impl_->recv_int(lease, 1, deadline, what);
+  lease.done();
+  return reply == kReady;
+}
+
+void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
+  check_keys("wait", keys);
+  store_internal::check_timeout(kName, "wait", timeout);
+  if (keys.empty()) return;
+  const TimePoint deadline = store_internal::deadline_after(timeout);
+  const std::string what = "wait " + store_internal::format_keys(keys);
+  // In slices: torch's servers (1.x, and 2.x's poll-based one) do not wake a WAIT for a key that
+  // COMPARE_SET created, so after each slice a CHECK looks for itself.
+  while (Clock::now() < deadline) {
+    if (impl_->wait_until(keys, std::min(deadline, Clock::now() + kWaitSlice), what)) return;
+    if (check(keys)) return;
+  }
+  // Name only the keys still missing (one CHECK each), as every Store does.
+  std::vector<std::string> missing;
+  for (const auto& key : keys) {
+    try {
+      if (!check({key})) missing.push_back(key);
+    } catch (const std::exception&) {
+      missing.push_back(key);  // the server is gone: it cannot tell
+    }
+  }
+  if (missing.empty()) return;  // set just now
+  GC_THROW(TimeoutError, "torch store at ", endpoint(), ": ", what, " timed out after ",
+           timeout.count(), " ms; missing keys ", store_internal::format_keys(missing));
+}
+
+bool TorchTcpStore::delete_key(const std::string& key) {
+  store_internal::check_key(kName, "delete_key", key);
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  const std::string what = "delete_key " + key;
+  impl_->send(lease, Request(protocol(), Op::kDelete).key(key), deadline, what);
+  const auto reply = impl_->recv_int(lease, 8, deadline, what);
+  lease.done();
+  return reply != 0;
+}
+
+std::int64_t TorchTcpStore::num_keys() {
+  const TimePoint deadline = store_internal::deadline_after(timeout());
+  Impl::Lease lease(*impl_, deadline);
+  impl_->send(lease, Request(protocol(), Op::kNumKeys), deadline, "num_keys");
+  const auto value = static_cast<std::int64_t>(impl_->recv_int(lease, 8, deadline, "num_keys"));
+  lease.done();
+  return value;
+}
+
+}  // namespace groupcoord
