@@ -1,6 +1,7 @@
-# Install rules and the exported CMake package: after `cmake --install build --prefix P`, an
-# outside project does `find_package(groupcoord CONFIG REQUIRED)` with P on CMAKE_PREFIX_PATH and
-# links `groupcoord::groupcoord`.
+# Install rules, the exported CMake package and a pkg-config file: after
+# `cmake --install build --prefix P`, an outside project does `find_package(groupcoord CONFIG
+# REQUIRED)` with P on CMAKE_PREFIX_PATH and links `groupcoord::groupcoord`, or asks
+# `pkg-config --cflags --libs groupcoord` with P/<libdir>/pkgconfig on PKG_CONFIG_PATH.
 include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 
@@ -12,7 +13,9 @@ install(TARGETS groupcoord EXPORT groupcoordTargets
         RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR}
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
 install(DIRECTORY "${PROJECT_SOURCE_DIR}/include/groupcoord"
-        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR} PATTERN "*.in" EXCLUDE)
+install(FILES "${GROUPCOORD_GENERATED_INCLUDE_DIR}/groupcoord/version.h"
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/groupcoord)
 install(EXPORT groupcoordTargets NAMESPACE groupcoord:: DESTINATION ${GROUPCOORD_INSTALL_CMAKEDIR})
 
 configure_package_config_file("${PROJECT_SOURCE_DIR}/cmake/groupcoordConfig.cmake.in"
@@ -21,7 +24,20 @@ write_basic_package_version_file("${PROJECT_BINARY_DIR}/groupcoordConfigVersion.
   VERSION ${PROJECT_VERSION} COMPATIBILITY SameMinorVersion)
 install(FILES "${PROJECT_BINARY_DIR}/groupcoordConfig.cmake"
               "${PROJECT_BINARY_DIR}/groupcoordConfigVersion.cmake"
-              "${PROJECT_SOURCE_DIR}/cmake/FindGloo.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/FindDLPack.cmake"
-              "${PROJECT_SOURCE_DIR}/cmake/FindNCCL.cmake"
         DESTINATION ${GROUPCOORD_INSTALL_CMAKEDIR})
+
+# pkg-config: the prefix relative to the .pc file, so the installed tree can move.
+file(RELATIVE_PATH GROUPCOORD_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
+string(REGEX REPLACE "/$" "" GROUPCOORD_PC_UP "${GROUPCOORD_PC_UP}")
+set(GROUPCOORD_PC_CFLAGS "")
+if(GROUPCOORD_WITH_CUDA)
+  string(APPEND GROUPCOORD_PC_CFLAGS " -DGROUPCOORD_WITH_CUDA=1")
+endif()
+if(DLPack_INCLUDE_DIR AND NOT DLPack_INCLUDE_DIR STREQUAL "/usr/include")
+  string(APPEND GROUPCOORD_PC_CFLAGS " -I${DLPack_INCLUDE_DIR}")
+endif()
+configure_file("${PROJECT_SOURCE_DIR}/cmake/groupcoord.pc.in" "${PROJECT_BINARY_DIR}/groupcoord.pc"
+               @ONLY)
+install(FILES "${PROJECT_BINARY_DIR}/groupcoord.pc"
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig)

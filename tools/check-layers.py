@@ -59,6 +59,7 @@ PUBLIC_HEADERS = {
     "logging.h": "core",
     "reduce_op.h": "core",  # header-only enum; groupcoord.h lists it under core
     "tensor.h": "core",
+    "version.h": "core",  # generated from version.h.in; core/version.cc
     "wait_interrupt.h": "core",  # ScopedWaitInterrupt is defined in core/wake_word.cc
     "store.h": "store",  # the Store interface; its contract lives in store/store_semantics.*
     "file_store.h": "store",

@@ -10,7 +10,7 @@ GROUPCOORD_DEBIAN_PACKAGES=(
   libgloo-dev libgtest-dev pybind11-dev libdlpack-dev
   openmpi-bin libopenmpi-dev
   python3 python3-dev python3-numpy python3-pytest
-  iproute2 util-linux clang-format doxygen
+  iproute2 util-linux clang-format doxygen pkgconf
 )
 
 gc_log() { printf '[groupcoord] %s\n' "$*"; }

@@ -21,6 +21,7 @@
 #include "groupcoord/store.h"
 #include "groupcoord/tcp_store.h"
 #include "groupcoord/torch_tcp_store.h"
+#include "groupcoord/version.h"
 
 // bootstrap
 #include "groupcoord/init_method.h"
