@@ -26,7 +26,7 @@ std::unordered_map<PyTypeObject*, const ArrayLibrary*>& type_cache() {
   return *table;
 }
 
-std::string g_cpu_default = "numpy";
+std::string g_cpu_default;   // empty: torch once the process has imported it, else numpy
 std::string g_cuda_default;  // empty: torch when importable, else cupy, else dlpack
 
 const ArrayLibrary* make_library(const std::string& name) {
@@ -60,6 +60,13 @@ const ArrayLibrary* library_for_type(py::handle type) {
   if (root.empty() || !modules.contains(root.c_str())) return nullptr;
   if (!py::hasattr(modules[root.c_str()], "from_dlpack")) return nullptr;
   return &library_by_name(root);
+}
+
+// A torch program gets torch tensors on the CPU too, as vLLM gives it; a program that never
+// imported torch gets numpy (looked up each time: torch may be imported later).
+std::string auto_cpu_default() {
+  PyObject* modules = PyImport_GetModuleDict();  // borrowed
+  return PyDict_GetItemString(modules, "torch") != nullptr ? "torch" : "numpy";
 }
 
 std::string auto_cuda_default() {
@@ -106,7 +113,9 @@ const ArrayLibrary* library_of(py::handle obj) {
 }
 
 const ArrayLibrary& default_library(Device device) {
-  if (device.is_cpu()) return library_by_name(g_cpu_default);
+  if (device.is_cpu()) {
+    return library_by_name(g_cpu_default.empty() ? auto_cpu_default() : g_cpu_default);
+  }
   if (g_cuda_default.empty()) g_cuda_default = auto_cuda_default();
   return library_by_name(g_cuda_default);
 }
@@ -119,7 +128,7 @@ void set_default_library(const std::string& name, const std::string& device_type
 
 std::string default_library_name(const std::string& device_type) {
   check_device_type(device_type);
-  if (device_type == "cpu") return g_cpu_default;
+  if (device_type == "cpu") return default_library(Device::cpu()).name;
   return default_library(Device::cuda(0)).name;
 }
 

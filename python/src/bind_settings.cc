@@ -75,7 +75,9 @@ void bind_settings(py::module_& m) {
         R"doc(
 Array type of results that have no input to mirror (recv, received tensor dicts) on devices of
 ``device_type`` ("cpu" or "cuda"): "numpy", "torch", "cupy", "dlpack" (groupcoord.Tensor) or any
-importable module with from_dlpack. Defaults: numpy on CPU; torch (else cupy) on CUDA.)doc");
+importable module with from_dlpack. Defaults: on CPU torch once the process has imported torch
+(a torch program gets torch tensors, as from vLLM), else numpy; on CUDA torch when importable,
+else cupy.)doc");
   m.def("get_default_array_library", &default_library_name, "device_type"_a = "cpu",
         "Name of the default array library for ``device_type``.");
   m.def("set_interruptible", &set_interruptible, "enabled"_a, "collectives"_a = false, R"doc(

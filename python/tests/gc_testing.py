@@ -76,10 +76,11 @@ def configure_flavour(group: gc.GroupCoordinator) -> None:
     default library of results without an input to mirror (recv, received tensor dicts) at the
     flavour, as an engine of that library would."""
     global _device
+    # Host results without an input to mirror: the flavour's library on torch-cpu, numpy on the
+    # others (the CPU default would follow torch once any test imported it).
+    gc.set_default_array_library("torch" if FLAVOUR == "torch-cpu" else "numpy", device_type="cpu")
     if not ON_CUDA:
         _device = "cpu"
-        if FLAVOUR == "torch-cpu":
-            gc.set_default_array_library("torch", device_type="cpu")
         return
     _device = group.device
     assert _device.startswith("cuda:"), f"an nccl group is on {_device!r}, expected cuda:N"

@@ -12,7 +12,13 @@ import numpy as np
 import pytest
 
 import groupcoord as gc
-from gc_testing import DLPackOnly, reference, requires_min_world_size, requires_numpy_flavour
+from gc_testing import (
+    DLPackOnly,
+    reference,
+    requires_min_world_size,
+    requires_numpy_flavour,
+    requires_world_size,
+)
 
 
 def expected_sum(tp: gc.GroupCoordinator, shape, dtype=np.float32) -> np.ndarray:
@@ -127,3 +133,28 @@ def test_a_reference_dropped_without_the_gil_never_waits_for_it() -> None:
         if sys.getrefcount(obj) == before:
             break
     assert sys.getrefcount(obj) == before
+
+
+_DEFAULT_LIBRARY_SCRIPT = """
+import sys
+import groupcoord as gc
+print(gc.get_default_array_library())
+import torch
+print(gc.get_default_array_library())
+gc.set_default_array_library("numpy")
+print(gc.get_default_array_library())
+"""
+
+
+@requires_world_size(1)
+def test_cpu_default_follows_torch_once_imported() -> None:
+    """A fresh process: numpy results until the program imports torch, torch tensors after (as a
+    torch engine expects from vLLM); set_default_array_library overrides both."""
+    pytest.importorskip("torch")
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-c", _DEFAULT_LIBRARY_SCRIPT], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split() == ["numpy", "torch", "numpy"], done.stdout
