@@ -3,6 +3,7 @@
 //
 //   mpirun -np 4 build/examples/groupcoord_demo     TP=2 x PP=2 (2 ranks: TP=2; 1 rank: no split)
 //   mpirun -np 8 build/examples/groupcoord_demo --tp=4 --pp=2 --steps=10
+//   build/examples/groupcoord_demo --help
 //
 // Every step: world rank 0 broadcasts the scheduler's metadata (broadcast_object); pipeline stage 0
 // embeds the batch; every stage runs one MLP block — a column-parallel matmul (each TP rank holds a
@@ -22,6 +23,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <utility>
 #include <variant>
 #include <vector>
@@ -52,14 +54,34 @@ int parse_flag(const char* arg, const char* name) {
   return std::atoi(arg + length);
 }
 
-Config parse_args(int argc, char** argv) {
+constexpr const char* kUsage =
+    "usage: mpirun -np N groupcoord_demo [--tp=T] [--pp=P] [--steps=S]\n"
+    "\n"
+    "A tensor- and pipeline-parallel MLP forward pass on N processes, the way an inference engine\n"
+    "runs one: every step broadcasts the scheduler's metadata (broadcast_object), runs one MLP\n"
+    "block per pipeline stage (all_gather, then all_reduce over the TP group) and hands the\n"
+    "activations to the next stage (send_tensor_dict / recv_tensor_dict). The last stage checks\n"
+    "its output against the whole model computed in one process. Rank 0 prints the groups, the\n"
+    "time per op with its payload, and PASS or FAIL (exit status 0 only on PASS).\n"
+    "\n"
+    "  --tp=T     tensor-parallel size (default: 2 when N is even, else 1)\n"
+    "  --pp=P     pipeline-parallel size (default: N / T); T x P must equal N\n"
+    "  --steps=S  timed steps after one warm-up step (default 5)\n"
+    "Launchers: mpirun, torchrun, srun, or MASTER_ADDR/MASTER_PORT/RANK/WORLD_SIZE by hand.\n";
+
+/// Parses the arguments; nullopt after printing the usage for --help / -h.
+std::optional<Config> parse_args(int argc, char** argv) {
   Config config;
   for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--help") == 0 || std::strcmp(argv[i], "-h") == 0) {
+      std::fputs(kUsage, stdout);
+      return std::nullopt;
+    }
     const int tp = parse_flag(argv[i], "--tp="), pp = parse_flag(argv[i], "--pp=");
     const int steps = parse_flag(argv[i], "--steps=");
     if (tp < 0 && pp < 0 && steps < 0) {
       throw std::invalid_argument(std::string("unknown argument ") + argv[i] +
-                                  " (expected --tp=N --pp=N --steps=N)");
+                                  " (expected --tp=N --pp=N --steps=N; --help explains)");
     }
     if (tp >= 0) config.tp = tp;
     if (pp >= 0) config.pp = pp;
@@ -76,6 +98,8 @@ void pick_sizes(Config& config, int world_size) {
 }
 
 // ---- the scheduler's metadata (bytes, as a Python engine would pickle it) -------------------
+
+constexpr int kBatchSize = 8;  ///< tokens per step
 
 struct Schedule {
   int batch_size = 0;
@@ -193,12 +217,15 @@ const std::vector<std::string> kOps = {"broadcast_object", "all_gather", "all_re
 struct OpTimes {
   std::vector<double> total_us = std::vector<double>(kOps.size(), 0.0);
   std::vector<double> calls = std::vector<double>(kOps.size(), 0.0);
+  std::vector<double> payload = std::vector<double>(kOps.size(), 0.0);  ///< bytes per call
   bool enabled = false;
 
+  /// Runs `body` (one call of `op` passing `bytes` of payload in) and, once enabled, adds its time.
   template <typename Body>
-  auto time(std::size_t op, Body body) -> decltype(body()) {
+  auto time(std::size_t op, std::size_t bytes, Body body) -> decltype(body()) {
     auto start = std::chrono::steady_clock::now();
     auto result = body();
+    payload[op] = static_cast<double>(bytes);
     if (enabled) {
       total_us[op] +=
           std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start)
@@ -226,13 +253,14 @@ StageWeights load_shard(const Config& config, std::uint64_t seed, int stage, int
 // One MLP block across the TP group: x + (tanh(x W1) W2).
 gc::Tensor mlp_block(const gc::Tensor& x, const StageWeights& w, gc::GroupCoordinator& tp,
                      OpTimes& times) {
-  gc::Tensor local = matmul(x, w.w1);                                                  // B x I/TP
-  gc::Tensor full = times.time(kAllGather, [&] { return tp.all_gather(local, -1); });  // B x I
+  gc::Tensor local = matmul(x, w.w1);  // B x I/TP
+  gc::Tensor full =
+      times.time(kAllGather, local.nbytes(), [&] { return tp.all_gather(local, -1); });  // B x I
   tanh_in_place(full);
   const std::int64_t shard = w.w2.size(0);
   gc::Tensor mine = full.narrow(1, tp.rank_in_group() * shard, shard);
   gc::Tensor partial = matmul(mine, w.w2);  // B x H, a partial sum
-  gc::Tensor sum = times.time(kAllReduce, [&] { return tp.all_reduce(partial); });
+  gc::Tensor sum = times.time(kAllReduce, partial.nbytes(), [&] { return tp.all_reduce(partial); });
   return add(x, sum);
 }
 
@@ -265,17 +293,17 @@ int run_step(const Config& config, int step, OpTimes& times) {
   gc::GroupCoordinator& pp = gc::get_pp_group();
 
   std::optional<gc::Bytes> decision;
-  if (world.rank_in_group() == 0) decision = encode(Schedule{8, 20240601, step});
-  const Schedule s =
-      decode(times.time(kBroadcastObject, [&] { return world.broadcast_object(decision, 0); }));
+  if (world.rank_in_group() == 0) decision = encode(Schedule{kBatchSize, 20240601, step});
+  const Schedule s = decode(times.time(kBroadcastObject, encode(Schedule{}).size(),
+                                       [&] { return world.broadcast_object(decision, 0); }));
   int problems = s.step == step ? 0 : 1;
 
   gc::Tensor x;
   if (pp.is_first_rank()) {
     x = embed(config, s);
   } else {
-    gc::TensorDict received =
-        *times.time(kRecvDict, [&] { return pp.recv_tensor_dict(std::nullopt, &tp); });
+    gc::TensorDict received = *times.time(kRecvDict, sizeof(float) * s.batch_size * config.hidden,
+                                          [&] { return pp.recv_tensor_dict(std::nullopt, &tp); });
     const gc::TensorDictValue* step_id = gc::find_value(received, "step");
     problems += (step_id && std::holds_alternative<gc::Bytes>(*step_id) &&
                  std::get<gc::Bytes>(*step_id) == std::to_string(step))
@@ -289,7 +317,8 @@ int run_step(const Config& config, int step, OpTimes& times) {
 
   if (!pp.is_last_rank()) {
     gc::TensorDict outgoing = {{"hidden_states", x}, {"step", gc::Bytes(std::to_string(step))}};
-    times.time(kSendDict, [&] { return pp.send_tensor_dict(outgoing, std::nullopt, &tp); });
+    times.time(kSendDict, x.nbytes(),
+               [&] { return pp.send_tensor_dict(outgoing, std::nullopt, &tp); });
   } else {
     const int bad = count_mismatches(x, reference_forward(config, s));
     if (bad != 0)
@@ -328,33 +357,48 @@ void print_layout(const Config& config) {
   }
 }
 
-// Sums every rank's timings and problem count over the world (a Gloo collective).
+// Sums every rank's timings and problem count over the world (Gloo collectives).
 void combine(OpTimes& times, int& problems) {
   auto world = gc::get_world_group().cpu_group();
   world->all_reduce(times.total_us.data(), times.total_us.size(), gc::DType::Float64);
   world->all_reduce(times.calls.data(), times.calls.size(), gc::DType::Float64);
+  // Payloads are per op, the same on every rank that ran it (0 on the others).
+  world->all_reduce(times.payload.data(), times.payload.size(), gc::DType::Float64,
+                    gc::ReduceOp::Max);
   std::int32_t total = problems;
   world->all_reduce(&total, 1, gc::DType::Int32);
   problems = total;
 }
 
-void print_timings(const OpTimes& times, int steps) {
+void print_timings(const OpTimes& times, const Config& config) {
   // Wall time per call on the calling rank, waiting for slower peers included (a stage that
   // receives also waits for the previous stage's compute).
-  std::printf(
-      "  mean time per op over %d steps, averaged over the ranks that ran it "
-      "(waiting for peers included):\n",
-      steps);
-  std::printf("  %-20s %8s %12s\n", "op", "calls", "us/call");
+  const int ranks = gc::get_world_group().world_size();
+  const unsigned cores = std::thread::hardware_concurrency();
+  std::printf("  mean time per op over %d steps, averaged over the ranks that ran it\n",
+              config.steps);
+  std::printf("  (batch %d x hidden %d float32; payload: bytes each rank passes in per call;\n",
+              kBatchSize, config.hidden);
+  std::printf("  wall time on the calling rank, waiting for its peers included)\n");
+  std::printf("  %-20s %8s %10s %12s\n", "op", "calls", "payload", "us/call");
   for (std::size_t op = 0; op < kOps.size(); ++op) {
     if (times.calls[op] == 0) continue;
-    std::printf("  %-20s %8.0f %12.1f\n", kOps[op].c_str(), times.calls[op],
-                times.total_us[op] / times.calls[op]);
+    std::printf("  %-20s %8.0f %8.0f B %12.1f\n", kOps[op].c_str(), times.calls[op],
+                times.payload[op], times.total_us[op] / times.calls[op]);
+  }
+  if (gc::get_node_count() == 1 && cores > 0 && static_cast<unsigned>(ranks) > cores) {
+    std::printf(
+        "  note: %d ranks share %u cores here, so a rank often waits for a peer's time "
+        "slice:\n  these times measure the machine's scheduling more than the "
+        "library\n",
+        ranks, cores);
   }
 }
 
 int run(int argc, char** argv, int& rank_out) {
-  Config config = parse_args(argc, argv);
+  const std::optional<Config> parsed = parse_args(argc, argv);
+  if (!parsed) return 0;  // --help
+  Config config = *parsed;
   gc::init_distributed_environment(-1, -1, "env://", -1, "", std::chrono::seconds(60));
   const int world_size = gc::get_world_group().world_size();
   rank_out = gc::get_world_group().rank();
@@ -369,7 +413,7 @@ int run(int argc, char** argv, int& rank_out) {
   combine(times, problems);
   if (rank_out == 0) {
     print_layout(config);
-    print_timings(times, config.steps);
+    print_timings(times, config);
     std::printf("%s\n", problems == 0 ? "PASS" : "FAIL");
     std::fflush(stdout);
   }

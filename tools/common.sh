@@ -51,16 +51,23 @@ gc_build_dir() {
   esac
 }
 
+# gc_configure_and_build [TARGET...]: configures the preset's folder once (printing CMake's summary
+# of what it found and what is built), then builds TARGETs (default: everything).
 gc_configure_and_build() {
   local build_dir
   build_dir="$(gc_build_dir)"
   cd "$GROUPCOORD_ROOT"
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     gc_log "configuring ($GROUPCOORD_PRESET preset) into $build_dir"
-    cmake --preset "$GROUPCOORD_PRESET" >/dev/null
+    cmake --preset "$GROUPCOORD_PRESET" | grep -E '^-- (groupcoord|Found [A-Za-z]|The (C|CXX|CUDA) compiler)' || true
   fi
-  gc_log "building"
-  cmake --build "$build_dir" -j "$(nproc)"
+  if [ $# -gt 0 ]; then
+    gc_log "building $* (and what it needs)"
+    cmake --build "$build_dir" -j "$(nproc)" --target "$@"
+  else
+    gc_log "building everything"
+    cmake --build "$build_dir" -j "$(nproc)"
+  fi
 }
 
 # mpirun as root needs these; harmless otherwise.
