@@ -190,7 +190,8 @@ class GroupCoordinator {
   std::vector<std::shared_ptr<MessageQueue>> create_single_reader_mq_broadcasters(
       int reader_rank_in_group = 0, bool blocking = false);
   /// True when broadcast_object from group rank 0 goes through the shared-memory queue made for
-  /// use_message_queue_broadcaster (false when disabled, world size 1, or readers off-node).
+  /// use_message_queue_broadcaster (false when disabled, at world size 1, or when the queue could
+  /// not be made, which every rank decides alike).
   bool has_mq_broadcaster() const;
   /// vLLM's mq_broadcaster attribute: the queue behind has_mq_broadcaster(), or null. Shared, so
   /// that a caller's reference stays valid after destroy() (which only drops the coordinator's).

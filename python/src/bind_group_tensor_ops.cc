@@ -164,7 +164,8 @@ void bind_point_to_point(GroupClass& cls) {
 Blocking receive of an array of ``size`` and ``dtype`` from group rank src (None: the previous
 rank). ``dtype``: a name, numpy dtype or torch dtype. Returns a torch tensor for a torch dtype,
 else an array of ``array_library`` ("numpy", "torch", "cupy", "dlpack") or, by default, of the
-device's default library (numpy on CPU, see set_default_array_library).)doc");
+device's default library (on CPU torch once the program imported torch, else numpy; see
+set_default_array_library).)doc");
 }
 
 void bind_moe(GroupClass& cls) {

@@ -2,11 +2,11 @@
 // vLLM's mq_broadcaster (a shared-memory message queue written by group rank 0 and read by the
 // others).
 //
-// The coordinator holds at most one. Without one (the case for every coordinator built today,
-// whatever use_message_queue_broadcaster says), broadcast_object travels over the CPU group as
-// size + bytes. When the shared-memory MessageQueue layer is linked in, the constructor installs
-// an adapter over it for use_message_queue_broadcaster && world_size > 1; broadcasts from a src
-// other than the queue's writer keep using the CPU group (vLLM asserts src == 0 instead).
+// The coordinator holds at most one. Without one, broadcast_object travels over the CPU group as
+// size + bytes. The constructor installs an adapter over the shared-memory MessageQueue
+// (mq_object_broadcaster.cc) for use_message_queue_broadcaster && world_size > 1, unless the
+// queue cannot be made (every rank then falls back together); broadcasts from a src other than
+// the queue's writer keep using the CPU group (vLLM asserts src == 0 instead).
 #pragma once
 
 #include <memory>
