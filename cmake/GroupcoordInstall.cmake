@@ -27,9 +27,22 @@ install(FILES "${PROJECT_BINARY_DIR}/groupcoordConfig.cmake"
               "${PROJECT_SOURCE_DIR}/cmake/FindDLPack.cmake"
         DESTINATION ${GROUPCOORD_INSTALL_CMAKEDIR})
 
-# pkg-config: the prefix relative to the .pc file, so the installed tree can move.
-file(RELATIVE_PATH GROUPCOORD_PC_UP "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
-string(REGEX REPLACE "/$" "" GROUPCOORD_PC_UP "${GROUPCOORD_PC_UP}")
+# pkg-config: the prefix relative to the .pc file, so the installed tree can move (an absolute
+# library folder: the prefix as configured).
+if(IS_ABSOLUTE "${CMAKE_INSTALL_LIBDIR}")
+  set(GROUPCOORD_PC_PREFIX "${CMAKE_INSTALL_PREFIX}")
+else()
+  file(RELATIVE_PATH _gc_pc_up "/root/${CMAKE_INSTALL_LIBDIR}/pkgconfig" "/root")
+  string(REGEX REPLACE "/$" "" _gc_pc_up "${_gc_pc_up}")
+  set(GROUPCOORD_PC_PREFIX "\${pcfiledir}/${_gc_pc_up}")
+endif()
+foreach(_gc_kind LIBDIR INCLUDEDIR)
+  if(IS_ABSOLUTE "${CMAKE_INSTALL_${_gc_kind}}")
+    set(GROUPCOORD_PC_${_gc_kind} "${CMAKE_INSTALL_${_gc_kind}}")
+  else()
+    set(GROUPCOORD_PC_${_gc_kind} "\${prefix}/${CMAKE_INSTALL_${_gc_kind}}")
+  endif()
+endforeach()
 set(GROUPCOORD_PC_CFLAGS "")
 if(GROUPCOORD_WITH_CUDA)
   string(APPEND GROUPCOORD_PC_CFLAGS " -DGROUPCOORD_WITH_CUDA=1")

@@ -59,7 +59,9 @@ gc_configure_and_build() {
   cd "$GROUPCOORD_ROOT"
   if [ ! -f "$build_dir/CMakeCache.txt" ]; then
     gc_log "configuring ($GROUPCOORD_PRESET preset) into $build_dir"
-    cmake --preset "$GROUPCOORD_PRESET" | grep -E '^-- (groupcoord|Found [A-Za-z]|The (C|CXX|CUDA) compiler)' || true
+    # The summary only; a failing configure still stops here (pipefail, errexit).
+    cmake --preset "$GROUPCOORD_PRESET" |
+      { grep -E '^-- (groupcoord|Found [A-Za-z]|The (C|CXX|CUDA) compiler)' || true; }
   fi
   if [ $# -gt 0 ]; then
     gc_log "building $* (and what it needs)"

@@ -34,7 +34,13 @@ def gpu_count() -> int:
     count = sum(1 for line in listed.stdout.splitlines() if line.startswith("GPU "))
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     if visible is not None:
-        count = min(count, len([d for d in visible.split(",") if d.strip()]))
+        # CUDA stops at the first invalid entry ("-1" hides every device).
+        listed = []
+        for entry in (d.strip() for d in visible.split(",")):
+            if not entry or entry.startswith("-"):
+                break
+            listed.append(entry)
+        count = min(count, len(listed))
     return count
 
 

@@ -108,3 +108,9 @@ def test_bad_usage_is_an_error(args: list[str]) -> None:
                           timeout=60)
     assert done.returncode == 2
     assert "Usage:" in done.stderr
+
+
+def test_cuda_visible_devices_minus_one_hides_every_gpu(tmp_path: Path) -> None:
+    done = launch(tmp_path, gpus=2, ranks=1, visible="-1")
+    assert done.returncode == 77, done
+    assert "skipped: no NVIDIA GPU" in done.stdout

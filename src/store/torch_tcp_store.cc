@@ -53,10 +53,13 @@ constexpr std::chrono::milliseconds kProbeWait{2000};
 constexpr std::uint64_t kMaxReplyBytes = std::uint64_t{1} << 30;
 constexpr std::chrono::milliseconds kFirstRetryDelay{10};
 constexpr std::chrono::milliseconds kMaxRetryDelay{1000};
-/// Longest single WAIT of TorchTcpStore::wait before it looks with a CHECK (see there).
+/// Longest single WAIT of TorchTcpStore::wait (torch 2) before it looks with a CHECK, and its
+/// longest pause between CHECKs (torch 1).
 constexpr std::chrono::milliseconds kWaitSlice{500};
 /// How long the reply to CANCEL_WAIT may take.
 constexpr std::chrono::milliseconds kCancelWait{5000};
+/// How long a wait's lookups after its deadline (the last CHECK, the missing keys) may take.
+constexpr std::chrono::milliseconds kCheckGrace{2000};
 constexpr const char* kName = "TorchTcpStore";
 
 void check_keys(const char* op, const std::vector<std::string>& keys) {
@@ -160,37 +163,65 @@ std::uint64_t decode_le(const char* p, int width) {
 
 }  // namespace
 
-/// The pool of connections and the request/reply exchange. A connection whose exchange failed is
-/// closed, never reused: with untagged replies it may be out of step.
+/// The connections and the request/reply exchange. Every request but WAIT goes over one
+/// connection, in the order of the calls, under a mutex, as torch's own client does: SET has no
+/// reply, so a SET and the CHECK after it on two connections could reach the server the other way
+/// round. Each WAIT (torch 2) holds a connection of its own from a pool, so that a long wait never
+/// delays other requests. A connection whose exchange failed is closed, never reused: with
+/// untagged replies it may be out of step.
 class TorchTcpStore::Impl {
  public:
-  Impl(const TorchTcpStoreOptions& options)
+  explicit Impl(const TorchTcpStoreOptions& options)
       : host_(options.host),
         port_(options.port),
         endpoint_(store_internal::format_endpoint(options.host, options.port)),
         protocol_(options.protocol) {}
 
-  /// Resolves kAuto by probing, then keeps one connection ready.
+  /// Waits for the server (it may start after this process), resolves kAuto by probing, then
+  /// opens the request connection.
   void start(std::chrono::milliseconds connect_timeout) {
     const TimePoint deadline = store_internal::deadline_after(connect_timeout);
+    connect_socket(deadline);  // up: the probes need not wait for it
     if (protocol_ == TorchStoreProtocol::kAuto) protocol_ = probe(deadline);
-    release(open(deadline));
+    request_fd_ = open(deadline);
   }
 
   TorchStoreProtocol protocol() const { return protocol_; }
   const std::string& endpoint() const { return endpoint_; }
 
-  /// A pooled connection for one exchange; returned to the pool by done().
+  /// One connection for one exchange: the request connection (locked) or a wait connection. Its
+  /// socket is closed on destruction unless done() said the exchange completed in step.
   class Lease {
    public:
-    Lease(Impl& impl, TimePoint deadline) : impl_(impl), fd_(impl.acquire(deadline)) {}
+    /// The request connection, reopened first if an earlier exchange closed it.
+    static Lease request(Impl& impl, TimePoint deadline) { return Lease(impl, deadline, false); }
+    /// A wait connection from the pool (or a new one).
+    static Lease wait(Impl& impl, TimePoint deadline) { return Lease(impl, deadline, true); }
+    Lease(Lease&&) = delete;  // made in place (C++17 elision); a copy would unlock twice
     int fd() const { return fd_.get(); }
     /// The exchange completed in step: the connection may serve the next request.
-    void done() { impl_.release(std::move(fd_)); }
+    void done() {
+      if (for_wait_) {
+        impl_.release_wait_connection(std::move(fd_));
+      } else {
+        impl_.request_fd_ = std::move(fd_);
+      }
+    }
 
    private:
+    Lease(Impl& impl, TimePoint deadline, bool for_wait) : impl_(impl), for_wait_(for_wait) {
+      if (for_wait) {
+        fd_ = impl.acquire_wait_connection(deadline);
+        return;
+      }
+      lock_ = std::unique_lock<std::mutex>(impl.request_mutex_);
+      if (!impl.request_fd_.valid()) impl.request_fd_ = impl.open(deadline);
+      fd_ = std::move(impl.request_fd_);
+    }
     Impl& impl_;
-    UniqueFd fd_;  // closed on destruction unless done() gave it back
+    bool for_wait_;
+    std::unique_lock<std::mutex> lock_;  // the request connection's, held for the exchange
+    UniqueFd fd_;
   };
 
   void send(const Lease& lease, const Request& request, TimePoint deadline,
@@ -226,13 +257,26 @@ class TorchTcpStore::Impl {
     if (status != IoStatus::kOk) fail(what, status, err);
   }
 
-  /// One WAIT for `keys` until `deadline`: true when the server says they all exist, false when
-  /// the deadline comes first. The wait is then cancelled and its connection kept in step (torch
-  /// 2: CANCEL_WAIT, whose reply may follow a late STOP_WAITING), or the connection is dropped
-  /// (torch 1 cannot cancel: a late reply would shift every later one).
-  bool wait_until(const std::vector<std::string>& keys, TimePoint deadline,
+  /// CHECK of `keys` on the request connection, bounded by `deadline`.
+  bool check(const std::vector<std::string>& keys, TimePoint deadline, const std::string& what) {
+    Lease lease = Lease::request(*this, deadline);
+    send(lease, Request(protocol_, Op::kCheck).keys(keys), deadline, what);
+    const auto reply = recv_int(lease, 1, deadline, what);
+    if (reply > 1) {
+      GC_THROW(DistributedError, "torch store at ", endpoint_, ": ", what,
+               ": unexpected reply byte ", reply);
+    }
+    lease.done();
+    return reply == kReady;
+  }
+
+  /// One WAIT for `keys` until `slice_end` on a wait connection taken within `deadline`: true
+  /// when the server says they all exist, false when the slice ends first. The wait is then
+  /// cancelled with CANCEL_WAIT, whose reply ([late STOP_WAITING] WAIT_CANCELED) keeps the
+  /// connection in step; a connection that cannot be put back in step is closed. torch 2 only.
+  bool wait_slice(const std::vector<std::string>& keys, TimePoint slice_end, TimePoint deadline,
                   const std::string& what) {
-    Lease lease(*this, deadline);
+    Lease lease = Lease::wait(*this, deadline);
     const Request request = Request(protocol_, Op::kWait).keys(keys);
     int err = 0;
     IoStatus status = store_internal::send_all(lease.fd(), request.data().data(),
@@ -240,7 +284,7 @@ class TorchTcpStore::Impl {
     if (status == IoStatus::kTimeout) return false;
     if (status != IoStatus::kOk) fail(what, status, err);
     char reply = 0;
-    status = store_internal::recv_exact(lease.fd(), &reply, 1, deadline, &err);
+    status = store_internal::recv_exact(lease.fd(), &reply, 1, slice_end, &err);
     if (status == IoStatus::kOk) {
       if (static_cast<std::uint8_t>(reply) != kStopWaiting) {
         GC_THROW(DistributedError, "torch store at ", endpoint_, ": ", what,
@@ -250,16 +294,14 @@ class TorchTcpStore::Impl {
       return true;
     }
     if (status != IoStatus::kTimeout) fail(what, status, err);
-    if (protocol_ == TorchStoreProtocol::kTorch2) {
-      const TimePoint cancel_deadline = Clock::now() + kCancelWait;
-      try {
-        send(lease, Request(protocol_, Op::kCancelWait), cancel_deadline, what + " (cancel)");
-        auto byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
-        if (byte == kStopWaiting) byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
-        if (byte == kWaitCanceled) lease.done();
-      } catch (const std::exception& e) {
-        GC_LOG(Debug, "torch store at ", endpoint_, ": cancelling ", what, ": ", e.what());
-      }
+    const TimePoint cancel_deadline = std::max(deadline, Clock::now()) + kCancelWait;
+    try {
+      send(lease, Request(protocol_, Op::kCancelWait), cancel_deadline, what + " (cancel)");
+      auto byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
+      if (byte == kStopWaiting) byte = recv_int(lease, 1, cancel_deadline, what + " (cancel)");
+      if (byte == kWaitCanceled) lease.done();
+    } catch (const std::exception& e) {
+      GC_LOG(Debug, "torch store at ", endpoint_, ": cancelling ", what, ": ", e.what());
     }
     return false;
   }
@@ -276,26 +318,26 @@ class TorchTcpStore::Impl {
   }
 
  private:
-  UniqueFd acquire(TimePoint deadline) {
+  UniqueFd acquire_wait_connection(TimePoint deadline) {
     {
-      std::lock_guard<std::mutex> lock(mutex_);
-      if (!idle_.empty()) {
-        UniqueFd fd = std::move(idle_.back());
-        idle_.pop_back();
+      std::lock_guard<std::mutex> lock(pool_mutex_);
+      if (!wait_pool_.empty()) {
+        UniqueFd fd = std::move(wait_pool_.back());
+        wait_pool_.pop_back();
         return fd;
       }
     }
     return open(deadline);
   }
 
-  void release(UniqueFd fd) {
+  void release_wait_connection(UniqueFd fd) {
     if (!fd.valid()) return;
-    std::lock_guard<std::mutex> lock(mutex_);
-    idle_.push_back(std::move(fd));
+    std::lock_guard<std::mutex> lock(pool_mutex_);
+    wait_pool_.push_back(std::move(fd));
   }
 
-  /// A connected socket, retrying while the server is not up yet; then the protocol's handshake
-  /// (torch 2: VALIDATE as one write, as its server requires).
+  /// A connected socket, then the protocol's handshake (torch 2: VALIDATE as one write, as its
+  /// server requires).
   UniqueFd open(TimePoint deadline) {
     UniqueFd fd = connect_socket(deadline);
     if (protocol_ == TorchStoreProtocol::kTorch2) {
@@ -308,6 +350,7 @@ class TorchTcpStore::Impl {
     return fd;
   }
 
+  /// Connects, retrying with backoff while the server is not up yet, until `deadline`.
   UniqueFd connect_socket(TimePoint deadline) {
     auto delay = kFirstRetryDelay;
     std::string error;
@@ -330,45 +373,42 @@ class TorchTcpStore::Impl {
 
   /// The generation the server speaks, from probes on fresh connections (see connect()).
   TorchStoreProtocol probe(TimePoint deadline) {
-    const auto probe_deadline = [&] { return std::min(deadline, Clock::now() + kProbeWait); };
     std::string notes;
     // torch >= 2.5: VALIDATE, then PING with a nonce the server echoes.
     const std::uint32_t nonce = 0x67630000u | static_cast<std::uint32_t>(port_ & 0xffff);
     const Request ping = Request(TorchStoreProtocol::kTorch2, Op::kValidate)
                              .u32(kValidateMagic)
                              .then(Request(TorchStoreProtocol::kTorch2, Op::kPing).u32(nonce));
-    if (auto reply = probe_reply(ping, 4, probe_deadline(), &notes)) {
+    if (auto reply = probe_reply(ping, 4, deadline, &notes)) {
       if (decode_le(reply->data(), 4) == nonce) return TorchStoreProtocol::kTorch2;
       notes += "; PING echoed another nonce";
     }
     // torch 1.x / 2.0: GETNUMKEYS, no handshake.
-    if (probe_reply(Request(TorchStoreProtocol::kTorch1, Op::kNumKeys), 8, probe_deadline(),
-                    &notes)) {
+    if (probe_reply(Request(TorchStoreProtocol::kTorch1, Op::kNumKeys), 8, deadline, &notes)) {
       return TorchStoreProtocol::kTorch1;
     }
     // torch 2.2 - 2.4: VALIDATE, then GETNUMKEYS (no PING yet).
     const Request num_keys = Request(TorchStoreProtocol::kTorch2, Op::kValidate)
                                  .u32(kValidateMagic)
                                  .then(Request(TorchStoreProtocol::kTorch2, Op::kNumKeys));
-    if (probe_reply(num_keys, 8, probe_deadline(), &notes)) return TorchStoreProtocol::kTorch2;
+    if (probe_reply(num_keys, 8, deadline, &notes)) return TorchStoreProtocol::kTorch2;
     GC_THROW(DistributedError, "torch store at ", endpoint_,
              ": no torch TCPStore protocol answered (", notes,
              "); set GROUPCOORD_TORCH_STORE_PROTOCOL=torch1 or torch2 if the server is one");
   }
 
-  /// Sends `request` on a fresh connection and reads `size` reply bytes; nullopt (with a note)
-  /// when the server closes, errs or stays silent.
+  /// Sends `request` on a fresh connection (made within `deadline`) and reads `size` reply bytes
+  /// within kProbeWait; nullopt (with a note) when the server closes, errs or stays silent.
   std::optional<std::string> probe_reply(const Request& request, std::size_t size,
                                          TimePoint deadline, std::string* notes) {
-    UniqueFd fd = connect_socket(store_internal::deadline_after(
-        std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()) +
-        kProbeWait));
+    UniqueFd fd = connect_socket(deadline);
+    const TimePoint reply_deadline = Clock::now() + kProbeWait;
     int err = 0;
     std::string reply(size, '\0');
     IoStatus status = store_internal::send_all(fd.get(), request.data().data(),
-                                               request.data().size(), deadline, &err);
+                                               request.data().size(), reply_deadline, &err);
     if (status == IoStatus::kOk) {
-      status = store_internal::recv_exact(fd.get(), reply.data(), size, deadline, &err);
+      status = store_internal::recv_exact(fd.get(), reply.data(), size, reply_deadline, &err);
     }
     if (status == IoStatus::kOk) return reply;
     *notes += (notes->empty() ? "" : "; ") + store_internal::io_status_text(status, err);
@@ -379,8 +419,10 @@ class TorchTcpStore::Impl {
   const int port_;
   const std::string endpoint_;
   TorchStoreProtocol protocol_;
-  std::mutex mutex_;
-  std::vector<UniqueFd> idle_;
+  std::mutex request_mutex_;
+  UniqueFd request_fd_;  // guarded by request_mutex_; invalid after a failed exchange
+  std::mutex pool_mutex_;
+  std::vector<UniqueFd> wait_pool_;
 };
 
 std::string to_string(TorchStoreProtocol protocol) {
@@ -426,11 +468,10 @@ const std::string& TorchTcpStore::endpoint() const { return impl_->endpoint(); }
 
 void TorchTcpStore::set(const std::string& key, const Bytes& value) {
   store_internal::check_key(kName, "set", key);
-  // SET has no reply: the connection goes back at once, and requests on it stay in order.
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   impl_->send(lease, Request(protocol(), Op::kSet).key(key).bytes(value), deadline, "set " + key);
-  lease.done();
+  lease.done();  // SET has no reply; later requests on this connection stay in order behind it
 }
 
 Bytes TorchTcpStore::get(const std::string& key) {
@@ -439,7 +480,7 @@ Bytes TorchTcpStore::get(const std::string& key) {
   // as torch's client does.
   wait({key}, timeout());
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "get " + key;
   impl_->send(lease, Request(protocol(), Op::kGet).key(key), deadline, what);
   Bytes value = impl_->recv_bytes(lease, deadline, what);
@@ -450,7 +491,7 @@ Bytes TorchTcpStore::get(const std::string& key) {
 std::int64_t TorchTcpStore::add(const std::string& key, std::int64_t delta) {
   store_internal::check_key(kName, "add", key);
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "add " + key;
   impl_->send(lease, Request(protocol(), Op::kAdd).key(key).i64(delta), deadline, what);
   const auto value = static_cast<std::int64_t>(impl_->recv_int(lease, 8, deadline, what));
@@ -462,7 +503,7 @@ Bytes TorchTcpStore::compare_set(const std::string& key, const Bytes& expected,
                                  const Bytes& desired) {
   store_internal::check_key(kName, "compare_set", key);
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "compare_set " + key;
   impl_->send(lease, Request(protocol(), Op::kCompareSet).key(key).bytes(expected).bytes(desired),
               deadline, what);
@@ -473,13 +514,8 @@ Bytes TorchTcpStore::compare_set(const std::string& key, const Bytes& expected,
 
 bool TorchTcpStore::check(const std::vector<std::string>& keys) {
   check_keys("check", keys);
-  const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
-  const std::string what = "check " + store_internal::format_keys(keys);
-  impl_->send(lease, Request(protocol(), Op::kCheck).keys(keys), deadline, what);
-  const auto reply = impl_->recv_int(lease, 1, deadline, what);
-  lease.done();
-  return reply == kReady;
+  return impl_->check(keys, store_internal::deadline_after(timeout()),
+                      "check " + store_internal::format_keys(keys));
 }
 
 void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
@@ -488,22 +524,41 @@ void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::mill
   if (keys.empty()) return;
   const TimePoint deadline = store_internal::deadline_after(timeout);
   const std::string what = "wait " + store_internal::format_keys(keys);
-  // In slices: torch's servers (1.x, and 2.x's poll-based one) do not wake a WAIT for a key that
-  // COMPARE_SET created, so after each slice a CHECK looks for itself.
-  while (Clock::now() < deadline) {
-    if (impl_->wait_until(keys, std::min(deadline, Clock::now() + kWaitSlice), what)) return;
-    if (check(keys)) return;
+  // Lookups after the deadline (the last CHECK, the missing keys) get a short grace, never the
+  // store's whole timeout.
+  const auto grace_deadline = [&] { return std::max(deadline, Clock::now()) + kCheckGrace; };
+  if (protocol() == TorchStoreProtocol::kTorch2) {
+    // WAITs in slices, each followed by a CHECK: torch's poll-based server does not wake a WAIT
+    // for a key that COMPARE_SET created.
+    while (Clock::now() < deadline) {
+      const TimePoint slice_end = std::min(deadline, Clock::now() + kWaitSlice);
+      if (impl_->wait_slice(keys, slice_end, deadline, what)) return;
+      if (impl_->check(keys, grace_deadline(), what)) return;
+    }
+  } else {
+    // torch 1 cannot cancel a WAIT, and its late reply would shift every later one on that
+    // connection: poll with CHECK instead, backing off from 10 to 500 ms (its server does not
+    // wake a WAIT for a COMPARE_SET either).
+    auto pause = kFirstRetryDelay;
+    for (;;) {
+      if (impl_->check(keys, grace_deadline(), what)) return;
+      const auto now = Clock::now();
+      if (now >= deadline) break;
+      std::this_thread::sleep_for(std::min<Clock::duration>(pause, deadline - now));
+      pause = std::min(pause * 2, kWaitSlice);
+    }
   }
+  if (impl_->check(keys, grace_deadline(), what)) return;  // set just now
   // Name only the keys still missing (one CHECK each), as every Store does.
   std::vector<std::string> missing;
   for (const auto& key : keys) {
     try {
-      if (!check({key})) missing.push_back(key);
+      if (!impl_->check({key}, grace_deadline(), what)) missing.push_back(key);
     } catch (const std::exception&) {
-      missing.push_back(key);  // the server is gone: it cannot tell
+      missing = keys;  // the server is gone: it cannot tell
+      break;
     }
   }
-  if (missing.empty()) return;  // set just now
   GC_THROW(TimeoutError, "torch store at ", endpoint(), ": ", what, " timed out after ",
            timeout.count(), " ms; missing keys ", store_internal::format_keys(missing));
 }
@@ -511,7 +566,7 @@ void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::mill
 bool TorchTcpStore::delete_key(const std::string& key) {
   store_internal::check_key(kName, "delete_key", key);
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "delete_key " + key;
   impl_->send(lease, Request(protocol(), Op::kDelete).key(key), deadline, what);
   const auto reply = impl_->recv_int(lease, 8, deadline, what);
@@ -521,7 +576,7 @@ bool TorchTcpStore::delete_key(const std::string& key) {
 
 std::int64_t TorchTcpStore::num_keys() {
   const TimePoint deadline = store_internal::deadline_after(timeout());
-  Impl::Lease lease(*impl_, deadline);
+  auto lease = Impl::Lease::request(*impl_, deadline);
   impl_->send(lease, Request(protocol(), Op::kNumKeys), deadline, "num_keys");
   const auto value = static_cast<std::int64_t>(impl_->recv_int(lease, 8, deadline, "num_keys"));
   lease.done();

@@ -424,6 +424,19 @@ TEST_P(StoreSemantics, OneClientIsSafeToShareBetweenThreads) {
   EXPECT_EQ(store_->get("shared_by_threads"), "200");
 }
 
+TEST_P(StoreSemantics, EachThreadsRequestsTakeEffectInCallOrder) {
+  // set() has no reply on some wires (torch's): a check() or add() right after it, from the same
+  // thread, must still see it while other threads use the same client.
+  testing::run_ranks_on_threads(4, [&](int rank) {
+    for (int i = 0; i < 1000; ++i) {
+      const std::string key = "order" + std::to_string(rank) + "_" + std::to_string(i);
+      store_->set(key, "5");
+      EXPECT_TRUE(store_->check({key})) << key;
+      EXPECT_EQ(store_->add(key, 1), 6) << key;
+    }
+  });
+}
+
 INSTANTIATE_TEST_SUITE_P(AllStores, StoreSemantics, ::testing::ValuesIn(all_kinds()),
                          [](const ::testing::TestParamInfo<StoreKind>& info) {
                            return info.param.name;

@@ -8,9 +8,11 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdlib>
 #include <functional>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -44,57 +46,83 @@ struct Step {
   bool any_bytes = false;
 };
 
-/// A server that accepts connections one after another and plays `script` per connection
-/// (conversations[i] for the i-th connection). Records any mismatch.
+/// A server whose i-th accepted connection plays conversations[i], each on a thread of its own
+/// (a client holds several connections at once). With `port`, it binds that port after `delay`
+/// (a server that starts after its clients). Records any mismatch.
 class ScriptedServer {
  public:
-  explicit ScriptedServer(std::vector<std::vector<Step>> conversations)
-      : conversations_(std::move(conversations)) {
+  explicit ScriptedServer(std::vector<std::vector<Step>> conversations, int port = 0,
+                          std::chrono::milliseconds delay = 0ms)
+      : conversations_(std::move(conversations)), port_(port) {
+    if (delay.count() == 0) {
+      listen_on(port);
+      thread_ = std::thread([this] { serve(); });
+    } else {
+      thread_ = std::thread([this, port, delay] {
+        std::this_thread::sleep_for(delay);
+        listen_on(port);
+        serve();
+      });
+    }
+  }
+  ~ScriptedServer() {
+    stopping_ = true;
+    if (listener_ >= 0) shutdown(listener_, SHUT_RDWR);
+    thread_.join();
+    for (auto& t : conversation_threads_) t.join();
+    if (listener_ >= 0) close(listener_);
+  }
+  int port() const { return port_; }
+  /// "" when every connection followed its script.
+  std::string errors() {
+    std::lock_guard<std::mutex> lock(mutex_);
+    return errors_;
+  }
+
+ private:
+  void listen_on(int port) {
     listener_ = socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    setsockopt(listener_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
     sockaddr_in address{};
     address.sin_family = AF_INET;
     address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    address.sin_port = htons(static_cast<std::uint16_t>(port));
     EXPECT_EQ(bind(listener_, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
     socklen_t size = sizeof address;
     getsockname(listener_, reinterpret_cast<sockaddr*>(&address), &size);
     port_ = ntohs(address.sin_port);
     listen(listener_, 8);
-    thread_ = std::thread([this] { serve(); });
   }
-  ~ScriptedServer() {
-    shutdown(listener_, SHUT_RDWR);
-    close(listener_);
-    thread_.join();
-  }
-  int port() const { return port_; }
-  /// "" when every connection followed its script.
-  std::string errors() const { return errors_; }
-
- private:
   void serve() {
-    for (auto& conversation : conversations_) {
+    for (std::size_t i = 0; i < conversations_.size() && !stopping_; ++i) {
       const int fd = accept(listener_, nullptr, nullptr);
       if (fd < 0) return;
-      for (std::size_t i = 0; i < conversation.size(); ++i) {
-        const Step& step = conversation[i];
-        std::string got(step.expect.size(), '\0');
-        std::size_t have = 0;
-        while (have < got.size()) {
-          const ssize_t n = recv(fd, got.data() + have, got.size() - have, 0);
-          if (n <= 0) break;
-          have += static_cast<std::size_t>(n);
-        }
-        got.resize(have);
-        if (step.any_bytes ? got.size() != step.expect.size() : got != step.expect) {
-          errors_ += "step " + std::to_string(i) + ": got " + hex(got) + ", expected " +
-                     hex(step.expect) + "\n";
-          break;
-        }
-        std::this_thread::sleep_for(step.delay_reply);
-        if (!step.reply.empty()) send(fd, step.reply.data(), step.reply.size(), MSG_NOSIGNAL);
-      }
-      close(fd);  // as torch's server does with a request it refuses; ends the conversation
+      conversation_threads_.emplace_back([this, fd, i] { play(fd, i); });
     }
+  }
+  void play(int fd, std::size_t index) {
+    const auto& conversation = conversations_[index];
+    for (std::size_t i = 0; i < conversation.size(); ++i) {
+      const Step& step = conversation[i];
+      std::string got(step.expect.size(), '\0');
+      std::size_t have = 0;
+      while (have < got.size()) {
+        const ssize_t n = recv(fd, got.data() + have, got.size() - have, 0);
+        if (n <= 0) break;
+        have += static_cast<std::size_t>(n);
+      }
+      got.resize(have);
+      if (step.any_bytes ? got.size() != step.expect.size() : got != step.expect) {
+        std::lock_guard<std::mutex> lock(mutex_);
+        errors_ += "connection " + std::to_string(index) + " step " + std::to_string(i) + ": got " +
+                   hex(got) + ", expected " + hex(step.expect) + "\n";
+        break;
+      }
+      std::this_thread::sleep_for(step.delay_reply);
+      if (!step.reply.empty()) send(fd, step.reply.data(), step.reply.size(), MSG_NOSIGNAL);
+    }
+    close(fd);  // as torch's server does with a request it refuses; ends the conversation
   }
   static std::string hex(const std::string& bytes) {
     static const char* digits = "0123456789abcdef";
@@ -108,9 +136,12 @@ class ScriptedServer {
   }
 
   std::vector<std::vector<Step>> conversations_;
+  std::atomic<int> port_{0};
   int listener_ = -1;
-  int port_ = 0;
+  std::atomic<bool> stopping_{false};
   std::thread thread_;
+  std::vector<std::thread> conversation_threads_;
+  std::mutex mutex_;
   std::string errors_;
 };
 
@@ -124,18 +155,23 @@ TorchTcpStoreOptions options_for(int port, TorchStoreProtocol protocol) {
 }
 
 TEST(TorchTcpStore, SpeaksTorch2BytesExactly) {
+  // Connection 0: connect() sees the server is up. 1: the request connection, every request in
+  // call order. 2: a connection of its own for get()'s WAIT.
   const std::string k = str("/k1");
-  ScriptedServer server({{
-      {kValidate, ""},
-      {u8(1) + k + str("hello"), ""},                      // SET: no reply
-      {u8(6) + le64(1) + k, u8(0)},                        // get = WAIT ...
-      {u8(3) + k, str("hello")},                           // ... then GET
-      {u8(4) + str("/n") + le64(5), le64(5)},              // ADD 5
-      {u8(2) + str("/c") + str("") + str("v"), str("v")},  // COMPARE_SET
-      {u8(5) + le64(2) + k + str("/z"), u8(1)},            // CHECK: not ready
-      {u8(8) + k, le64(1)},                                // DELETE_KEY
-      {u8(7), le64(42)},                                   // GETNUMKEYS
-  }});
+  ScriptedServer server({
+      {},
+      {
+          {kValidate, ""},
+          {u8(1) + k + str("hello"), ""},                      // SET: no reply
+          {u8(3) + k, str("hello")},                           // get: GET after the WAIT
+          {u8(4) + str("/n") + le64(5), le64(5)},              // ADD 5
+          {u8(2) + str("/c") + str("") + str("v"), str("v")},  // COMPARE_SET
+          {u8(5) + le64(2) + k + str("/z"), u8(1)},            // CHECK: not ready
+          {u8(8) + k, le64(1)},                                // DELETE_KEY
+          {u8(7), le64(42)},                                   // GETNUMKEYS
+      },
+      {{kValidate, ""}, {u8(6) + le64(1) + k, u8(0)}},  // get: WAIT, then STOP_WAITING
+  });
   auto store = TorchTcpStore::connect(options_for(server.port(), TorchStoreProtocol::kTorch2));
   EXPECT_EQ(store->protocol(), TorchStoreProtocol::kTorch2);
   store->set("k1", "hello");
@@ -150,17 +186,26 @@ TEST(TorchTcpStore, SpeaksTorch2BytesExactly) {
 }
 
 TEST(TorchTcpStore, Torch2WaitTimeoutIsCancelledAndTheConnectionStaysInStep) {
-  // The WAIT gets no reply; after the timeout the client sends CANCEL_WAIT, reads the late
-  // STOP_WAITING and then WAIT_CANCELED, asks which key is missing, and reuses the connection.
+  // The WAIT gets no reply; when the slice ends the client sends CANCEL_WAIT, reads the late
+  // STOP_WAITING and then WAIT_CANCELED, looks with CHECK (after the slice, at the deadline, and
+  // per key for the message) and keeps both connections: the next WAIT goes out on the same one.
   const std::string w = str("/w");
-  ScriptedServer server({{
-      {kValidate, ""},
-      {u8(6) + le64(1) + w, ""},
-      {u8(12), u8(0) + u8(1)},       // CANCEL_WAIT: a STOP_WAITING raced it, then canceled
-      {u8(5) + le64(1) + w, u8(1)},  // CHECK /w after the slice: still missing
-      {u8(5) + le64(1) + w, u8(1)},  // CHECK /w for the message: still missing
-      {u8(7), le64(7)},              // GETNUMKEYS on the same connection: in step
-  }});
+  ScriptedServer server({
+      {},
+      {
+          {kValidate, ""},
+          {u8(5) + le64(1) + w, u8(1)},  // CHECK /w after the slice: missing
+          {u8(5) + le64(1) + w, u8(1)},  // CHECK /w at the deadline: missing
+          {u8(5) + le64(1) + w, u8(1)},  // CHECK /w for the message: missing
+          {u8(7), le64(7)},              // GETNUMKEYS: in step
+      },
+      {
+          {kValidate, ""},
+          {u8(6) + le64(1) + w, ""},
+          {u8(12), u8(0) + u8(1)},       // CANCEL_WAIT: a STOP_WAITING raced it, then canceled
+          {u8(6) + le64(1) + w, u8(0)},  // the next wait, on the same connection
+      },
+  });
   auto store = TorchTcpStore::connect(options_for(server.port(), TorchStoreProtocol::kTorch2));
   try {
     store->wait({"w"}, 300ms);
@@ -170,24 +215,69 @@ TEST(TorchTcpStore, Torch2WaitTimeoutIsCancelledAndTheConnectionStaysInStep) {
     EXPECT_NE(std::string(e.what()).find("'w'"), std::string::npos) << e.what();
   }
   EXPECT_EQ(store->num_keys(), 7);
+  store->wait({"w"}, 5s);
+  store.reset();
+  EXPECT_EQ(server.errors(), "");
+}
+
+TEST(TorchTcpStore, Torch1WaitPollsWithCheckOnTheRequestConnection) {
+  // torch 1 cannot cancel a WAIT: the client never sends one, it polls with CHECK, and SET and
+  // CHECK stay in call order on one connection.
+  const std::string w = str("/w");
+  ScriptedServer server({
+      {},
+      {
+          {u8(0) + w + str("x"), ""},    // SET (no handshake in torch 1)
+          {u8(4) + le64(1) + w, u8(1)},  // CHECK: not yet
+          {u8(4) + le64(1) + w, u8(1)},  // not yet
+          {u8(4) + le64(1) + w, u8(0)},  // ready
+          {u8(6), le64(1)},              // GETNUMKEYS
+      },
+  });
+  auto store = TorchTcpStore::connect(options_for(server.port(), TorchStoreProtocol::kTorch1));
+  store->set("w", "x");
+  store->wait({"w"}, 5s);
+  EXPECT_EQ(store->num_keys(), 1);
   store.reset();
   EXPECT_EQ(server.errors(), "");
 }
 
 TEST(TorchTcpStore, AutoFindsTorch1WhenThePingIsRefused) {
-  // Probe 1 (VALIDATE + PING): a torch 1 server reads it as a SET of a huge key and closes.
-  // Probe 2: torch 1's GETNUMKEYS (6) answers. Then the client's own connection (no handshake).
+  // 0: the server is up. 1 (VALIDATE + PING): a torch 1 server reads a SET of an absurd key and
+  // closes. 2: torch 1's GETNUMKEYS (6) answers. 3: the client's request connection.
   ScriptedServer server({
-      {{kValidate + u8(13) + u32(0), "", 0ms, /*any_bytes=*/true}},  // its nonce is the client's
+      {},
+      {{kValidate + u8(13) + u32(0), "", 0ms, /*any_bytes=*/true}},  // the nonce is the client's
       {{u8(6), le64(3)}},
       {{u8(0) + str("/a") + str("b"), ""}, {u8(4) + le64(1) + str("/a"), u8(0)}},
   });
-  TorchTcpStoreOptions options = options_for(server.port(), TorchStoreProtocol::kAuto);
-  auto store = TorchTcpStore::connect(options);
+  auto store = TorchTcpStore::connect(options_for(server.port(), TorchStoreProtocol::kAuto));
   EXPECT_EQ(store->protocol(), TorchStoreProtocol::kTorch1);
   store->set("a", "b");
   EXPECT_TRUE(store->check({"a"}));
   store.reset();
+  EXPECT_EQ(server.errors(), "");
+}
+
+TEST(TorchTcpStore, AutoWaitsForAServerThatStartsLate) {
+  // The server listens 1.5 s after the client starts (torch.distributed's rank 0 may create the
+  // store after the others): the probes wait for it within connect_timeout, then find torch 2.5.
+  const int port = store_test::free_port();
+  const std::string nonce = u32(0x67630000u | static_cast<std::uint32_t>(port & 0xffff));
+  ScriptedServer server(
+      {
+          {},
+          {{kValidate + u8(13) + nonce, nonce}},  // PING echoed: torch >= 2.5
+          {{kValidate, ""}, {u8(7), le64(0)}},    // the request connection
+      },
+      port, 1500ms);
+  TorchTcpStoreOptions options = options_for(port, TorchStoreProtocol::kAuto);
+  options.connect_timeout = 20s;
+  auto store = TorchTcpStore::connect(options);
+  EXPECT_EQ(store->protocol(), TorchStoreProtocol::kTorch2);
+  EXPECT_EQ(store->num_keys(), 0);
+  store.reset();
+  EXPECT_EQ(server.errors(), "");
 }
 
 TEST(TorchTcpStore, ConnectToNothingTimesOutNamingTheAddress) {

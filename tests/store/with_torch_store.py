@@ -87,14 +87,20 @@ def run_job(command: list[str], env: dict, ranks: int, port: int, client) -> int
                           TORCHELASTIC_RUN_ID="gcjob", TORCHELASTIC_RESTART_COUNT=str(attempt))
                      for r in range(ranks)]
         procs = [subprocess.Popen(command, env=e) for e in ranks_env]
-        statuses = [p.wait(timeout=300) for p in procs]
+        try:
+            statuses = [p.wait(timeout=300) for p in procs]
+        finally:
+            for p in procs:
+                if p.poll() is None:
+                    p.kill()
         if any(statuses):
             print(f"with_torch_store: attempt {attempt}: exit statuses {statuses}")
             return 1
-        joined = [f"groupcoord/gcjob/attempt_{attempt}/world_0/groupcoord/rendezvous/joined/{r}"
-                  for r in range(ranks)]
+        # Each rank made two worlds in turn: both rendezvous, each under a prefix of its own.
+        joined = [f"groupcoord/gcjob/attempt_{attempt}/world_{w}/groupcoord/rendezvous/joined/{r}"
+                  for w in (0, 1) for r in range(ranks)]
         seen = [fresh_client(port).get(key) for key in joined]  # raises when one is missing
-        if seen != [b"1"] * ranks:
+        if seen != [b"1"] * len(joined):
             print(f"with_torch_store: attempt {attempt}: torch's client reads {seen} for {joined}")
             return 1
         print(f"with_torch_store: attempt {attempt}: {ranks} ranks passed; torch sees their "
