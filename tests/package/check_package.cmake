@@ -2,14 +2,7 @@
 # consumer project against it. Fails on the first step that fails.
 file(REMOVE_RECURSE "${WORK_DIR}")
 
-function(run_step description)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err)
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "${description} failed (${result}):\n${out}\n${err}")
-  endif()
-  message(STATUS "${description}: ok")
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_step.cmake")
 
 run_step("install" ${CMAKE_COMMAND} --install "${BUILD_DIR}" --prefix "${WORK_DIR}/prefix")
 # A sanitized library needs a sanitized executable (the ASan runtime must come first).

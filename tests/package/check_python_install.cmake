@@ -5,15 +5,8 @@
 file(REMOVE_RECURSE "${WORK_DIR}")
 file(MAKE_DIRECTORY "${WORK_DIR}/elsewhere")
 
-function(run_step description)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE result OUTPUT_VARIABLE out ERROR_VARIABLE err
-                  WORKING_DIRECTORY "${WORK_DIR}/elsewhere")
-  if(NOT result EQUAL 0)
-    message(FATAL_ERROR "${description} failed (${result}):\n${out}\n${err}")
-  endif()
-  message(STATUS "${description}: ok")
-  set(step_output "${out}" PARENT_SCOPE)
-endfunction()
+include("${CMAKE_CURRENT_LIST_DIR}/run_step.cmake")
+set(RUN_STEP_DIR "${WORK_DIR}/elsewhere")  # every step runs away from the checkout and the build
 
 run_step("venv" "${PYTHON}" -m venv --without-pip --system-site-packages "${WORK_DIR}/venv")
 run_step("install" "${CMAKE_COMMAND}" --install "${BUILD_DIR}" --prefix "${WORK_DIR}/venv")
