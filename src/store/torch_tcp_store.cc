@@ -62,8 +62,28 @@ constexpr std::chrono::milliseconds kCancelWait{5000};
 constexpr std::chrono::milliseconds kCheckGrace{2000};
 constexpr const char* kName = "TorchTcpStore";
 
-void check_keys(const char* op, const std::vector<std::string>& keys) {
-  for (const auto& key : keys) store_internal::check_key(kName, op, key);
+/// torch 2's libuv server (the default since torch 2.4) closes the connection on a key over 8 KiB
+/// or a value over 8 MiB, and a SET has no reply to say so: such requests are refused here first.
+constexpr std::size_t kTorch2MaxKeyBytes = 8 * 1024;
+constexpr std::size_t kTorch2MaxValueBytes = 8 * 1024 * 1024;
+
+void check_key_size(TorchStoreProtocol protocol, const char* op, const std::string& key) {
+  GC_CHECK(protocol != TorchStoreProtocol::kTorch2 || key.size() + 1 <= kTorch2MaxKeyBytes, kName,
+           " ", op, ": a key of ", key.size(), " bytes; torch 2's server takes at most ",
+           kTorch2MaxKeyBytes - 1);
+}
+
+void check_value_size(TorchStoreProtocol protocol, const char* op, const Bytes& value) {
+  GC_CHECK(protocol != TorchStoreProtocol::kTorch2 || value.size() <= kTorch2MaxValueBytes, kName,
+           " ", op, ": a value of ", value.size(), " bytes; torch 2's server takes at most ",
+           kTorch2MaxValueBytes);
+}
+
+void check_keys(TorchStoreProtocol protocol, const char* op, const std::vector<std::string>& keys) {
+  for (const auto& key : keys) {
+    store_internal::check_key(kName, op, key);
+    check_key_size(protocol, op, key);
+  }
 }
 
 /// The command byte of `op` in `protocol` (torch 1.x/2.0 numbering: SET 0, COMPARE_SET 1, GET 2,
@@ -467,7 +487,8 @@ TorchStoreProtocol TorchTcpStore::protocol() const { return impl_->protocol(); }
 const std::string& TorchTcpStore::endpoint() const { return impl_->endpoint(); }
 
 void TorchTcpStore::set(const std::string& key, const Bytes& value) {
-  store_internal::check_key(kName, "set", key);
+  check_keys(protocol(), "set", {key});
+  check_value_size(protocol(), "set", value);
   const TimePoint deadline = store_internal::deadline_after(timeout());
   auto lease = Impl::Lease::request(*impl_, deadline);
   impl_->send(lease, Request(protocol(), Op::kSet).key(key).bytes(value), deadline, "set " + key);
@@ -475,7 +496,7 @@ void TorchTcpStore::set(const std::string& key, const Bytes& value) {
 }
 
 Bytes TorchTcpStore::get(const std::string& key) {
-  store_internal::check_key(kName, "get", key);
+  check_keys(protocol(), "get", {key});
   // torch's server answers GET at once (or drops the connection) for a missing key: wait first,
   // as torch's client does.
   wait({key}, timeout());
@@ -489,7 +510,7 @@ Bytes TorchTcpStore::get(const std::string& key) {
 }
 
 std::int64_t TorchTcpStore::add(const std::string& key, std::int64_t delta) {
-  store_internal::check_key(kName, "add", key);
+  check_keys(protocol(), "add", {key});
   const TimePoint deadline = store_internal::deadline_after(timeout());
   auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "add " + key;
@@ -501,7 +522,9 @@ std::int64_t TorchTcpStore::add(const std::string& key, std::int64_t delta) {
 
 Bytes TorchTcpStore::compare_set(const std::string& key, const Bytes& expected,
                                  const Bytes& desired) {
-  store_internal::check_key(kName, "compare_set", key);
+  check_keys(protocol(), "compare_set", {key});
+  check_value_size(protocol(), "compare_set", expected);
+  check_value_size(protocol(), "compare_set", desired);
   const TimePoint deadline = store_internal::deadline_after(timeout());
   auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "compare_set " + key;
@@ -513,13 +536,13 @@ Bytes TorchTcpStore::compare_set(const std::string& key, const Bytes& expected,
 }
 
 bool TorchTcpStore::check(const std::vector<std::string>& keys) {
-  check_keys("check", keys);
+  check_keys(protocol(), "check", keys);
   return impl_->check(keys, store_internal::deadline_after(timeout()),
                       "check " + store_internal::format_keys(keys));
 }
 
 void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::milliseconds timeout) {
-  check_keys("wait", keys);
+  check_keys(protocol(), "wait", keys);
   store_internal::check_timeout(kName, "wait", timeout);
   if (keys.empty()) return;
   const TimePoint deadline = store_internal::deadline_after(timeout);
@@ -564,7 +587,7 @@ void TorchTcpStore::wait(const std::vector<std::string>& keys, std::chrono::mill
 }
 
 bool TorchTcpStore::delete_key(const std::string& key) {
-  store_internal::check_key(kName, "delete_key", key);
+  check_keys(protocol(), "delete_key", {key});
   const TimePoint deadline = store_internal::deadline_after(timeout());
   auto lease = Impl::Lease::request(*impl_, deadline);
   const std::string what = "delete_key " + key;

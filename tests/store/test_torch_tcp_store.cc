@@ -280,6 +280,24 @@ TEST(TorchTcpStore, AutoWaitsForAServerThatStartsLate) {
   EXPECT_EQ(server.errors(), "");
 }
 
+TEST(TorchTcpStore, Torch2RefusesWhatItsServerWouldDropSilently) {
+  // torch 2's libuv server closes the connection on a key over 8 KiB or a value over 8 MiB, and a
+  // SET has no reply to tell: the client refuses them, sends nothing, and stays usable.
+  ScriptedServer server({{}, {{kValidate, ""}, {u8(7), le64(0)}}});
+  auto store = TorchTcpStore::connect(options_for(server.port(), TorchStoreProtocol::kTorch2));
+  try {
+    store->set("big", std::string((8 << 20) + 1, 'x'));
+    FAIL() << "an 8 MiB + 1 value was sent";
+  } catch (const std::invalid_argument& e) {
+    EXPECT_NE(std::string(e.what()).find("8388609 bytes"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(store->check({std::string(8192, 'k')}), std::invalid_argument);
+  EXPECT_THROW(store->compare_set("c", "", std::string((8 << 20) + 1, 'x')), std::invalid_argument);
+  EXPECT_EQ(store->num_keys(), 0);  // nothing went out before it
+  store.reset();
+  EXPECT_EQ(server.errors(), "");
+}
+
 TEST(TorchTcpStore, ConnectToNothingTimesOutNamingTheAddress) {
   const int port = store_test::free_port();
   TorchTcpStoreOptions options = options_for(port, TorchStoreProtocol::kTorch2);
