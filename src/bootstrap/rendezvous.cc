@@ -252,6 +252,27 @@ std::shared_ptr<Store> meet_in_directory(const std::string& dir, const EnvLookup
   return store;
 }
 
+// Rank 0 could not host the store at host:port. When a torch TCPStore answers there (one that
+// torch.distributed of this job created, or torchrun's agent's without
+// TORCHELASTIC_USE_AGENT_STORE), says how to join it rather than leaving the bind error alone.
+void throw_if_torch_store_serves(const std::string& host, int port, const DistributedError& cause) {
+  TorchTcpStoreOptions options;
+  options.host = host;
+  options.port = port;
+  options.timeout = std::chrono::seconds(2);
+  options.connect_timeout = std::chrono::seconds(1);
+  std::shared_ptr<TorchTcpStore> torch_store;
+  try {
+    torch_store = TorchTcpStore::connect(options);
+  } catch (const std::exception&) {
+    return;  // not a torch store: the bind error stands
+  }
+  GC_THROW(DistributedError, "rendezvous: rank 0 cannot host the store at ", host, ":", port, " (",
+           cause.what(), "): a torch TCPStore (", to_string(torch_store->protocol()),
+           ") already serves that address; to join it, set ", kTorchStoreEnv,
+           "=1 on every rank (torchrun's own store is joined by itself)");
+}
+
 // `token`: GROUPCOORD_STORE_TOKEN (every rank must have the same), or empty for a store that
 // serves any client (then it should listen on loopback or a trusted network only).
 std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, RendezvousResult& out,
@@ -260,7 +281,13 @@ std::shared_ptr<Store> tcp_rendezvous(const std::string& host, int port, Rendezv
     GC_LOG(Info, "rendezvous: the store at ", host, ":", port, " accepts any client; set ",
            kTokenEnv, " to the same secret on every rank to require it");
   }
-  auto store = connect_tcp_store(host, port, out.rank, timeout, token, timeout);
+  std::shared_ptr<Store> store;
+  try {
+    store = connect_tcp_store(host, port, out.rank, timeout, token, timeout);
+  } catch (const DistributedError& e) {
+    if (out.rank == 0 && port > 0) throw_if_torch_store_serves(host, port, e);
+    throw;
+  }
   wait_for_all_ranks(*store, out.rank, out.world_size, timeout, host + ":" + std::to_string(port));
   out.description = "tcp store at " + host + ":" + std::to_string(port);
   return store;

@@ -98,9 +98,11 @@ void TcpStore::Connection::connect(std::chrono::milliseconds connect_timeout) {
   const TimePoint deadline = store_internal::deadline_after(connect_timeout);
   std::chrono::milliseconds delay = kFirstRetryDelay;
   std::string error = "no attempt made";
+  bool reached = false;  // some attempt got a TCP connection: something listens there
   for (int attempt = 1;; ++attempt) {
     UniqueFd fd = store_internal::try_connect_tcp(host_, port_, deadline, &error);
     if (fd.valid()) {
+      reached = true;
       const Handshake result = handshake(fd.get(), deadline, &error);
       if (result == Handshake::kOk) {
         fd_ = std::move(fd);
@@ -114,7 +116,10 @@ void TcpStore::Connection::connect(std::chrono::milliseconds connect_timeout) {
     }
     if (Clock::now() >= deadline) {
       GC_THROW(TimeoutError, "TcpStore: could not connect to ", endpoint_, " within ",
-               connect_timeout.count(), " ms (", attempt, " attempts; last error: ", error, ")");
+               connect_timeout.count(), " ms (", attempt, " attempts; last error: ", error, ")",
+               reached ? "; a server that is not a groupcoord store listens there? (a torch "
+                         "TCPStore: GROUPCOORD_TORCH_STORE=1 joins one)"
+                       : "");
     }
     GC_LOG(Debug, "TcpStore: connect to ", endpoint_, " failed (", error, "), retrying");
     const auto left = deadline - Clock::now();

@@ -1,7 +1,7 @@
 """Runs a program against a real torch TCPStore server (ctest's torch_store_semantics and
 torch_store_rendezvous, tests/store/CMakeLists.txt).
 
-Usage: with_torch_store.py [--job N] -- COMMAND...
+Usage: with_torch_store.py [--job N | --clash] -- COMMAND...
 
 Hosts torch.distributed.TCPStore (loopback, a free port) in this process and runs COMMAND with
 GC_TEST_TORCH_STORE=127.0.0.1:PORT and GC_TEST_TORCH_STORE_PROTOCOL (torch1 for torch < 2.1,
@@ -15,6 +15,10 @@ TORCHELASTIC_USE_AGENT_STORE=True, TORCHELASTIC_RUN_ID), twice against the same 
 attempts 0 and 1 of one run (TORCHELASTIC_RESTART_COUNT): the second must not see the first's
 keys. Afterwards each attempt's rendezvous keys must be in the server, under groupcoord's prefix.
 
+With --clash, COMMAND runs once as rank 0 of a world of one given the server's address as
+MASTER_ADDR / MASTER_PORT but nothing that says it is torch's (as when torch.distributed created
+the store under another launcher): it must fail within 30 s, saying how to join the torch store.
+
 Exits 77 (ctest: skipped) with the reason where torch cannot be imported or is 2.1 (whose
 protocol groupcoord does not speak).
 """
@@ -25,6 +29,7 @@ import datetime
 import os
 import subprocess
 import sys
+import time
 
 SKIPPED = 77
 FROM_TORCH = b"written by torch"
@@ -32,9 +37,11 @@ FROM_GROUPCOORD = b"written by groupcoord"
 
 
 def main(argv: list[str]) -> int:
-    job = 0
+    job, clash = 0, False
     if argv[:1] == ["--job"]:
         job, argv = int(argv[1]), argv[2:]
+    elif argv[:1] == ["--clash"]:
+        clash, argv = True, argv[1:]
     if argv[:1] != ["--"] or len(argv) < 2:
         print(__doc__, file=sys.stderr)
         return 2
@@ -59,6 +66,8 @@ def main(argv: list[str]) -> int:
                GC_TEST_TORCH_STORE_PROTOCOL=protocol)
     print(f"with_torch_store: torch {torch.__version__} TCPStore at 127.0.0.1:{server.port} "
           f"({protocol})", flush=True)
+    if clash:
+        return run_clash(command, env, server.port)
     if job == 0:
         status = subprocess.call(command, env=env)
     else:
@@ -77,6 +86,22 @@ def fresh_client(port: int):
     import torch.distributed as dist
 
     return dist.TCPStore("127.0.0.1", port, None, False, datetime.timedelta(seconds=5))
+
+
+def run_clash(command: list[str], env: dict, port: int) -> int:
+    env = dict(env, RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", LOCAL_WORLD_SIZE="1",
+               MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    start = time.monotonic()
+    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=120)
+    took = time.monotonic() - start
+    output = done.stdout + done.stderr
+    print(output)
+    if done.returncode == 0 or "GROUPCOORD_TORCH_STORE=1" not in output or took > 30:
+        print(f"with_torch_store: --clash: exit status {done.returncode} after {took:.1f} s; "
+              "expected a failure naming GROUPCOORD_TORCH_STORE=1 within 30 s")
+        return 1
+    print(f"with_torch_store: --clash: failed as expected after {took:.1f} s")
+    return 0
 
 
 def run_job(command: list[str], env: dict, ranks: int, port: int, client) -> int:
