@@ -14,6 +14,7 @@
 #include <stdexcept>
 
 #include "core/deadline.h"
+#include "core/env_switch.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/dtype.h"
@@ -73,10 +74,7 @@ QueueHandle create_ring(const ProcessGroup& group, std::size_t n_reader,
 
 /// GROUPCOORD_MQ_FORCE_REMOTE=1: this process takes the path of a reader on another node (served
 /// over TCP) even where it could map the writer's memory; tests run that path on one machine.
-bool forced_remote() {
-  const char* value = std::getenv("GROUPCOORD_MQ_FORCE_REMOTE");
-  return value != nullptr && std::string(value) == "1";
-}
+bool forced_remote() { return env_bool("GROUPCOORD_MQ_FORCE_REMOTE", false); }
 
 /// Attaches to the ring a writer announced; returns this rank's AttachStatus.
 std::int32_t attach_ring(const ProcessGroup& group, const QueueHandle& handle, std::size_t n_reader,

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <limits>
 
+#include "core/env_switch.h"
 #include "groupcoord/check.h"
 
 namespace groupcoord {
@@ -19,7 +20,7 @@ std::string env_text(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
-bool env_flag(const char* name) { return env_text(name) == "1"; }
+bool env_flag(const char* name) { return env_bool(name, false); }
 
 // A positive byte count, or `fallback` when unset.
 std::int64_t env_bytes(const char* name, std::int64_t fallback) {
