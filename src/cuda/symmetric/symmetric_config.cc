@@ -20,8 +20,6 @@ std::string env_text(const char* name) {
   return value != nullptr ? std::string(value) : std::string();
 }
 
-bool env_flag(const char* name) { return env_bool(name, false); }
-
 // A positive byte count, or `fallback` when unset.
 std::int64_t env_bytes(const char* name, std::int64_t fallback) {
   const std::string text = env_text(name);
@@ -61,8 +59,8 @@ std::string version_text(int version) {
 
 SymmetricSettings read_symmetric_settings() {
   SymmetricSettings s;
-  s.requested = env_flag("GROUPCOORD_USE_NCCL_SYMM_MEM");
-  s.batch_invariant = env_flag("GROUPCOORD_BATCH_INVARIANT");
+  s.requested = env_bool("GROUPCOORD_USE_NCCL_SYMM_MEM", false);
+  s.batch_invariant = env_bool("GROUPCOORD_BATCH_INVARIANT", false);
   s.nccl_cumem_off = env_text("NCCL_CUMEM_ENABLE") == "0";
   s.scratch_bytes = env_bytes("GROUPCOORD_SYMM_SCRATCH_BYTES", s.scratch_bytes);
   s.scratch_max_bytes = env_bytes("GROUPCOORD_SYMM_SCRATCH_MAX_BYTES", s.scratch_max_bytes);
