@@ -4,10 +4,15 @@
 //   TimeoutError           a deadline expired (Python: TimeoutError)
 //   DistributedError       a dead or misbehaving peer, a broken group (Python:
 //   groupcoord.DistributedError)
+//   RankFailureError       a DistributedError that names the world ranks found dead (only under
+//                          RankFailurePolicy::kIdentify, world.h; Python:
+//                          groupcoord.RankFailureError)
 #pragma once
 
 #include <stdexcept>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace groupcoord {
 
@@ -22,6 +27,20 @@ class DistributedError : public std::runtime_error {
 class TimeoutError : public DistributedError {
  public:
   explicit TimeoutError(const std::string& what) : DistributedError(what) {}
+};
+
+/// A collective failed and the world ranks in dead_ranks() were found dead (their processes are
+/// gone). Thrown instead of the original error under RankFailurePolicy::kIdentify, so that an
+/// engine can catch it, call shrink_model_parallel(dead_ranks()) and go on (docs/elastic.md).
+class RankFailureError : public DistributedError {
+ public:
+  RankFailureError(const std::string& what, std::vector<int> dead_ranks)
+      : DistributedError(what), dead_ranks_(std::move(dead_ranks)) {}
+  /// World ranks (as numbered before any shrink this error leads to), ascending.
+  const std::vector<int>& dead_ranks() const { return dead_ranks_; }
+
+ private:
+  std::vector<int> dead_ranks_;
 };
 
 }  // namespace groupcoord

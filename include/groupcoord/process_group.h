@@ -83,6 +83,17 @@ class ProcessGroup {
   std::shared_ptr<ProcessGroup> new_group(
       const std::vector<int>& ranks, std::optional<ProcessGroupOptions> options = std::nullopt);
 
+  /// Collective over the ranks of this group that are not in `excluded` (group ranks; a member
+  /// that died, or one leaving on request): connects the survivors in a new group under a fresh
+  /// store prefix, then retires this group, whose later calls throw DistributedError naming the
+  /// shrink. Works on a broken group (that is what it is for); the survivors must have agreed on
+  /// `excluded` beforehand (GroupCoordinator::shrink does it through the store), in the same
+  /// order as their other collectives. New group ranks follow the old order without the
+  /// excluded ones. `new_world_ranks` (one per survivor, in that order) renumbers the members
+  /// after a world shrink; empty keeps their world ranks. Returns nullptr on an excluded rank.
+  std::shared_ptr<ProcessGroup> shrink(const std::vector<int>& excluded,
+                                       const std::vector<int>& new_world_ranks = {});
+
   /// Destroys the group (see destroy()); logs rather than throws.
   ~ProcessGroup();
   ProcessGroup(const ProcessGroup&) = delete;
@@ -169,6 +180,9 @@ class ProcessGroup {
   /// shared-memory collectives, or leaves them off when the group spans nodes or
   /// GROUPCOORD_CPU_SHM=0 (then Gloo carries everything). A failed set-up throws as `op` would.
   void set_up_shared_memory(const char* op);
+  /// destroy()'s work; `why` is added to later refusals, and a non-empty `why` (a shrink) aborts
+  /// in-flight transfers at once instead of waiting for them.
+  void release(const std::string& why);
 
   std::shared_ptr<State> state_;
 };

@@ -49,6 +49,10 @@ struct RendezvousResult {
   std::string launcher;          ///< as detect_launcher() named it
   std::string description;       ///< e.g. "single-node rendezvous via /tmp/... -> 127.0.0.1:40211"
   std::shared_ptr<Store> store;  ///< the world store (keeps an in-process server alive on rank 0)
+  /// World rank whose process serves `store` (0 for tcp:// and env:// without a torch store), or
+  /// -1 when no rank of this job does (a file store, torch's or torchrun's store): the one rank a
+  /// shrink can never exclude, since every survivor needs the store.
+  int store_host_rank = -1;
 };
 
 /// Collective over all world ranks: every rank calls it once with matching options.

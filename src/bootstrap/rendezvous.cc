@@ -339,12 +339,14 @@ std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLook
                                       RendezvousResult& out, std::chrono::milliseconds timeout) {
   if (!launcher.master_addr.empty() && launcher.master_port > 0) {
     if (use_torch_store(env)) return torch_store_rendezvous(launcher, env, out, timeout);
+    out.store_host_rank = 0;
     return tcp_rendezvous(launcher.master_addr, launcher.master_port, out, timeout,
                           token_from(env));
   }
   if (out.world_size == 1) {
     // Nobody to meet: an in-process server keeps the code path identical to real jobs; its
     // secret never leaves the process.
+    out.store_host_rank = 0;
     return tcp_rendezvous("127.0.0.1", 0, out, timeout, generated_token());
   }
   GC_CHECK(launcher.detected(),
@@ -354,6 +356,7 @@ std::shared_ptr<Store> env_rendezvous(const LauncherEnv& launcher, const EnvLook
       launcher.single_node(), "env:// rendezvous: ", launcher.launcher, " reports ",
       launcher.world_size, " ranks with ", launcher.local_world_size,
       " on this node; a multi-node job needs MASTER_ADDR and MASTER_PORT (or tcp://host:port)");
+  out.store_host_rank = 0;  // rank 0 serves the single-node store
   return single_node_rendezvous(launcher, env, out, timeout);
 }
 
@@ -372,6 +375,7 @@ RendezvousResult rendezvous(const RendezvousOptions& options, const EnvLookup& e
                         (!launcher.master_addr.empty() && is_loopback(launcher.master_addr));
       break;
     case InitMethod::Kind::Tcp:
+      out.store_host_rank = 0;
       out.store = tcp_rendezvous(method.host, method.port, out, options.timeout, token_from(env));
       out.single_node = launcher.single_node() || is_loopback(method.host);
       break;

@@ -114,13 +114,20 @@ int wrap_dim(int dim, int ndim, const char* op) {
   return dim < 0 ? dim + ndim : dim;
 }
 
-std::string shape_str(const Shape& shape) {
+namespace {
+template <typename T>
+std::string list_str(const std::vector<T>& values) {
   std::ostringstream out;
   out << "[";
-  for (std::size_t i = 0; i < shape.size(); ++i) out << (i ? ", " : "") << shape[i];
+  for (std::size_t i = 0; i < values.size(); ++i) out << (i ? ", " : "") << values[i];
   out << "]";
   return out.str();
 }
+}  // namespace
+
+std::string shape_str(const Shape& shape) { return list_str(shape); }
+
+std::string ranks_str(const std::vector<int>& ranks) { return list_str(ranks); }
 
 }  // namespace detail
 }  // namespace groupcoord

@@ -3,6 +3,7 @@
 
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "groupcoord/tensor.h"
 
@@ -34,6 +35,9 @@ int wrap_dim(int dim, int ndim, const char* op);
 
 /// "[2, 3]".
 std::string shape_str(const Shape& shape);
+
+/// "[0, 2]": a list of ranks for messages.
+std::string ranks_str(const std::vector<int>& ranks);
 
 }  // namespace detail
 }  // namespace groupcoord

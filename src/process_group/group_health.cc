@@ -8,7 +8,11 @@ namespace groupcoord {
 void GroupHealth::check_usable(const char* op) const {
   std::lock_guard<std::mutex> lock(mutex_);
   if (destroyed_) {
-    GC_THROW(DistributedError, label_, ": ", op, " called after the group was destroyed");
+    if (destroyed_why_.empty()) {
+      GC_THROW(DistributedError, label_, ": ", op, " called after the group was destroyed");
+    }
+    GC_THROW(DistributedError, label_, ": ", op, " called after the group was destroyed (",
+             destroyed_why_, ")");
   }
   if (broken_) {
     // Gloo closes every connection of a context after an error, so a retry could only hang or
@@ -25,9 +29,10 @@ void GroupHealth::mark_broken(const std::string& reason) {
   reason_ = reason;
 }
 
-void GroupHealth::mark_destroyed() {
+void GroupHealth::mark_destroyed(const std::string& why) {
   std::lock_guard<std::mutex> lock(mutex_);
   destroyed_ = true;
+  destroyed_why_ = why;
 }
 
 bool GroupHealth::is_broken() const {

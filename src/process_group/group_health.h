@@ -22,8 +22,9 @@ class GroupHealth {
 
   /// Records the first transport error; later calls fail fast with it.
   void mark_broken(const std::string& reason);
-  /// Records that destroy() ran.
-  void mark_destroyed();
+  /// Records that destroy() ran; `why`, when given, is added to every later refusal (e.g. "it
+  /// was shrunk without world ranks [2]; use the group that shrink returned").
+  void mark_destroyed(const std::string& why = {});
 
   bool is_broken() const;
   bool is_destroyed() const;
@@ -34,6 +35,7 @@ class GroupHealth {
   bool broken_ = false;
   bool destroyed_ = false;
   std::string reason_;
+  std::string destroyed_why_;
 };
 
 }  // namespace groupcoord

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <sstream>
 
+#include "core/shape.h"
 #include "groupcoord/logging.h"
 
 namespace groupcoord {
@@ -10,9 +11,7 @@ namespace groupcoord {
 std::string group_label(const std::string& name, int rank, const std::vector<int>& world_ranks) {
   std::ostringstream out;
   out << "group '" << name << "' (rank " << rank << " of " << world_ranks.size()
-      << ", world ranks [";
-  for (std::size_t i = 0; i < world_ranks.size(); ++i) out << (i ? ", " : "") << world_ranks[i];
-  out << "])";
+      << ", world ranks " << detail::ranks_str(world_ranks) << ")";
   return out.str();
 }
 

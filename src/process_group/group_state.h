@@ -47,6 +47,8 @@ struct ProcessGroup::State {
   std::uint32_t next_tag = 0;
   /// Number of new_group() calls so far (names the child's store prefix).
   std::atomic<std::uint64_t> next_child{0};
+  /// Number of shrink() calls so far (names the successor's store prefix).
+  std::uint64_t shrink_attempts = 0;
 
   /// Guards the fields below against destroy() running on another thread.
   std::mutex mutex;

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
@@ -217,6 +218,54 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
   return group;
 }
 
+std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& excluded,
+                                                   const std::vector<int>& new_world_ranks) {
+  State& old = *state_;
+  const std::string& label = old.health->label();
+  std::set<int> gone;
+  for (int r : excluded) {
+    GC_CHECK(r >= 0 && r < old.size, label, ": shrink: rank ", r, " out of range [0, ", old.size,
+             ")");
+    GC_CHECK(gone.insert(r).second, label, ": shrink: rank ", r, " listed twice");
+  }
+  const int survivors = old.size - static_cast<int>(gone.size());
+  GC_CHECK(survivors > 0, label, ": shrink: every rank is excluded");
+  GC_CHECK(new_world_ranks.empty() || static_cast<int>(new_world_ranks.size()) == survivors, label,
+           ": shrink: ", new_world_ranks.size(), " new world ranks for ", survivors, " survivors");
+  std::shared_ptr<GlooTransport> transport;
+  {
+    std::lock_guard<std::mutex> lock(old.mutex);
+    // A broken group may shrink (its transport, shared with the world, still works); a destroyed
+    // one has nothing left to shrink.
+    GC_CHECK(old.transport != nullptr, label, ": shrink: the group was destroyed");
+    transport = old.transport;
+  }
+  const std::uint64_t attempt = ++old.shrink_attempts;  // on every rank, excluded or not
+  if (gone.count(old.rank) != 0) return nullptr;
+
+  int new_rank = 0;
+  std::vector<int> world_ranks;
+  for (int r = 0; r < old.size; ++r) {
+    if (gone.count(r) != 0) continue;
+    if (r == old.rank) new_rank = static_cast<int>(world_ranks.size());
+    world_ranks.push_back(old.world_ranks[r]);
+  }
+  if (!new_world_ranks.empty()) world_ranks = new_world_ranks;
+  ProcessGroupOptions options;
+  options.name = old.name;
+  options.timeout = old.timeout;
+  auto state = connect_group(std::move(transport), old.world_store,
+                             old.prefix + "/shrink" + std::to_string(attempt), new_rank,
+                             std::move(world_ranks), options);
+  auto group = std::make_shared<ProcessGroup>(std::move(state));
+  group->set_up_shared_memory("shrink");
+  std::vector<int> excluded_world;
+  for (int r : gone) excluded_world.push_back(old.world_ranks[r]);
+  release("it was shrunk without world ranks " + detail::ranks_str(excluded_world) +
+          "; use the group that shrink returned");
+  return group;
+}
+
 int ProcessGroup::rank() const { return state_->rank; }
 int ProcessGroup::size() const { return state_->size; }
 const std::vector<int>& ProcessGroup::world_ranks() const { return state_->world_ranks; }
@@ -225,15 +274,21 @@ std::chrono::milliseconds ProcessGroup::timeout() const { return state_->timeout
 std::shared_ptr<Store> ProcessGroup::store() const { return state_->store; }
 bool ProcessGroup::is_broken() const { return state_->health->is_broken(); }
 
-void ProcessGroup::destroy() {
+void ProcessGroup::destroy() { release({}); }
+
+void ProcessGroup::release(const std::string& why) {
   State& state = *state_;
   {
     std::lock_guard<std::mutex> lock(state.mutex);
     if (state.health->is_destroyed()) return;
     // From here on no new transfer can be registered (register_op_locked checks this).
-    state.health->mark_destroyed();
+    state.health->mark_destroyed(why);
   }
-  state.drain_ops(std::min<std::chrono::milliseconds>(state.timeout, std::chrono::seconds(10)));
+  // After a shrink the transfers still in flight may involve the excluded rank: abort at once.
+  const auto drain_bound =
+      why.empty() ? std::min<std::chrono::milliseconds>(state.timeout, std::chrono::seconds(10))
+                  : std::chrono::milliseconds(0);
+  state.drain_ops(drain_bound);
   std::shared_ptr<gloo::Context> context;
   std::shared_ptr<GlooTransport> transport;
   {

@@ -1,10 +1,18 @@
 #include "groupcoord/world.h"
-#include "groupcoord/default_timeout.h"
 
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+#include <cstdlib>
 #include <mutex>
+#include <set>
 
+#include "core/shape.h"
 #include "groupcoord/check.h"
+#include "groupcoord/default_timeout.h"
 #include "groupcoord/logging.h"
+#include "process_group/rank_liveness.h"
+#include "process_group/shrink_agreement.h"
 
 namespace groupcoord {
 
@@ -16,6 +24,10 @@ struct WorldState {
   RendezvousResult info;
   std::shared_ptr<ProcessGroup> group;
   std::chrono::milliseconds timeout = default_timeout();
+  /// This world's liveness records (renewed with each shrink, whose ranks are renumbered).
+  std::unique_ptr<RankLiveness> liveness;
+  std::vector<WorldShrink> shrinks;
+  int shrink_attempts = 0;  ///< shrink_world() calls on the current world group (agreement keys)
 };
 
 WorldState& state() {
@@ -26,6 +38,41 @@ WorldState& state() {
 void check_initialized(const WorldState& world, const char* what) {
   GC_CHECK(world.initialized, what,
            ": the distributed world is not initialized; call init_distributed_environment first");
+}
+
+/// The failure policy: GROUPCOORD_RANK_FAILURE until set_rank_failure_policy() is called.
+std::atomic<int>& failure_policy() {
+  static std::atomic<int> policy{[] {
+    const char* text = std::getenv("GROUPCOORD_RANK_FAILURE");
+    if (text == nullptr || *text == '\0' || std::strcmp(text, "plain") == 0) {
+      return static_cast<int>(RankFailurePolicy::kPlain);
+    }
+    GC_CHECK(std::strcmp(text, "identify") == 0, "GROUPCOORD_RANK_FAILURE='", text,
+             "': use plain (errors as they come) or identify (RankFailureError naming the dead "
+             "ranks)");
+    return static_cast<int>(RankFailurePolicy::kIdentify);
+  }()};
+  return policy;
+}
+
+/// Checks a shrink's excluded set against the world; returns it sorted.
+std::vector<int> checked_exclusion(const WorldState& world, std::vector<int> excluded) {
+  const RendezvousResult& info = world.info;
+  GC_CHECK(!excluded.empty(), "shrink_world: no rank to exclude");
+  std::sort(excluded.begin(), excluded.end());
+  for (std::size_t i = 0; i < excluded.size(); ++i) {
+    const int r = excluded[i];
+    GC_CHECK(r >= 0 && r < info.world_size, "shrink_world: world rank ", r, " out of range [0, ",
+             info.world_size, ")");
+    GC_CHECK(i == 0 || excluded[i - 1] != r, "shrink_world: world rank ", r, " listed twice");
+    GC_CHECK(r != info.rank, "shrink_world: this rank (", r,
+             ") is in the excluded set; only survivors shrink (a rank that leaves calls "
+             "destroy_world / destroy_distributed_environment)");
+    GC_CHECK(r != info.store_host_rank, "shrink_world: world rank ", r,
+             " hosts the world store (", info.description,
+             "); every survivor needs the store, so its death cannot be survived: restart the job");
+  }
+  return excluded;
 }
 
 }  // namespace
@@ -48,6 +95,8 @@ void init_world(const WorldOptions& options, const EnvLookup& env) {
   group_options.timeout = options.timeout;
   group_options.single_node = info.single_node;
   world.group = ProcessGroup::create_world(info.store, info.rank, info.world_size, group_options);
+  world.liveness =
+      std::make_unique<RankLiveness>(world.group->store(), info.rank, info.world_size);
   world.info = std::move(info);
   world.timeout = options.timeout;
   world.initialized = true;
@@ -86,6 +135,67 @@ std::chrono::milliseconds world_timeout() {
   return world.timeout;
 }
 
+std::vector<int> find_dead_ranks() {
+  WorldState& world = state();
+  std::lock_guard<std::mutex> lock(world.mutex);
+  check_initialized(world, "find_dead_ranks");
+  return world.liveness->dead_ranks();
+}
+
+WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
+  WorldState& world = state();
+  std::lock_guard<std::mutex> lock(world.mutex);
+  check_initialized(world, "shrink_world");
+  RendezvousResult& info = world.info;
+  const std::vector<int> excluded = checked_exclusion(world, excluded_world_ranks);
+  agree_on_excluded(*world.group->store(), ++world.shrink_attempts, info.rank, info.world_size,
+                    excluded, world.timeout);
+
+  WorldShrink shrink;
+  shrink.epoch = static_cast<int>(world.shrinks.size()) + 1;
+  shrink.excluded = excluded;
+  shrink.new_rank_of.assign(info.world_size, -1);
+  std::vector<int> new_world_ranks;
+  int local_excluded = 0;
+  for (int r = 0; r < info.world_size; ++r) {
+    if (std::binary_search(excluded.begin(), excluded.end(), r)) {
+      local_excluded += world.liveness->on_this_node(r) ? 1 : 0;
+      continue;
+    }
+    shrink.new_rank_of[r] = static_cast<int>(new_world_ranks.size());
+    new_world_ranks.push_back(shrink.new_rank_of[r]);
+  }
+  world.group = world.group->shrink(excluded, new_world_ranks);
+  const int old_rank = info.rank;
+  info.rank = shrink.new_rank_of[old_rank];
+  info.world_size = static_cast<int>(new_world_ranks.size());
+  if (info.store_host_rank >= 0) info.store_host_rank = shrink.new_rank_of[info.store_host_rank];
+  if (info.local_world_size > 0) info.local_world_size -= local_excluded;
+  // local_rank stays: it names this process's device, which does not change.
+  world.shrink_attempts = 0;
+  world.liveness =
+      std::make_unique<RankLiveness>(world.group->store(), info.rank, info.world_size);
+  world.shrinks.push_back(shrink);
+  set_log_rank(info.rank);
+  GC_LOG(Info, "shrink_world: excluded world ranks ", detail::ranks_str(excluded), "; rank ",
+         old_rank, " is now rank ", info.rank, " of ", info.world_size);
+  return shrink;
+}
+
+std::vector<WorldShrink> world_shrinks() {
+  WorldState& world = state();
+  std::lock_guard<std::mutex> lock(world.mutex);
+  return world.shrinks;
+}
+
+void set_rank_failure_policy(RankFailurePolicy policy) {
+  failure_policy().store(static_cast<int>(policy));
+}
+
+RankFailurePolicy rank_failure_policy() {
+  return static_cast<RankFailurePolicy>(failure_policy().load());
+}
+
 void destroy_world() {
   WorldState& world = state();
   std::lock_guard<std::mutex> lock(world.mutex);
@@ -96,6 +206,9 @@ void destroy_world() {
     GC_LOG(Warn, "destroy_world: destroying the world group failed: ", e.what());
   }
   world.group.reset();
+  world.liveness.reset();
+  world.shrinks.clear();
+  world.shrink_attempts = 0;
   world.info = RendezvousResult{};
   world.initialized = false;
 }

@@ -1,0 +1,46 @@
+// Which world ranks are dead: each rank publishes who it is (boot id, pid namespace, pid, start
+// time) in the world store when the world is created; after a failure a survivor checks the
+// peers that share its node and pid namespace through /proc, and shares its findings through the
+// store so that ranks on other nodes learn them too. A rank on another node whose own node-mates
+// are all dead (or that has none) cannot be seen dead this way: docs/elastic.md says what then.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "groupcoord/store.h"
+
+namespace groupcoord {
+
+/// The liveness records of one world (created collectively with it; cheap).
+class RankLiveness {
+ public:
+  /// Publishes this process's identity as `rank` of `world_size` in `store` (the world group's
+  /// own store, so that a renumbered world after a shrink starts with fresh records).
+  RankLiveness(std::shared_ptr<Store> store, int rank, int world_size);
+
+  /// World ranks known dead, ascending: those this process sees gone (same node and pid
+  /// namespace) plus those any other rank reported. Publishes its own findings. Never blocks on a
+  /// missing record (a rank that has not published its identity is not judged).
+  std::vector<int> dead_ranks();
+
+  /// True when world rank `rank` published an identity of this node's current boot.
+  bool on_this_node(int rank);
+
+  /// "boot-id pid-namespace pid start-time" of this process.
+  static std::string this_process();
+  /// True when `identity` (as this_process() wrote it) names a process of this node and pid
+  /// namespace that no longer runs: gone, a zombie, or its pid reused by a younger process.
+  static bool known_gone(const std::string& identity);
+
+ private:
+  std::string identity_key(int rank) const;
+  std::string dead_key(int rank) const;
+
+  std::shared_ptr<Store> store_;
+  int rank_;
+  int world_size_;
+};
+
+}  // namespace groupcoord

@@ -1,0 +1,23 @@
+// How the survivors of a failure agree on who is gone before a shrink: each publishes the set it
+// means to exclude in the world store and waits, with a deadline, for every other survivor's; all
+// must name the same set. Without it one survivor could shrink around a rank that another still
+// counts on, and both would then wait out a timeout in mismatched groups.
+#pragma once
+
+#include <chrono>
+#include <memory>
+#include <vector>
+
+#include "groupcoord/store.h"
+
+namespace groupcoord {
+
+/// Collective over the world ranks of [0, world_size) not in `excluded` (ascending, without
+/// `rank`): publishes `excluded` under attempt `attempt` and checks that every survivor published
+/// the same. Throws TimeoutError naming the survivors that did not answer within `timeout`,
+/// DistributedError naming those that disagree (or when the store cannot be reached: its host is
+/// gone).
+void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
+                       const std::vector<int>& excluded, std::chrono::milliseconds timeout);
+
+}  // namespace groupcoord
