@@ -149,6 +149,15 @@ class DeviceCommunicator {
   /// std::invalid_argument naming the backend.
   virtual void reserve_symmetric_scratch(std::int64_t bytes);
 
+  /// Collective over the ranks of the group not in `excluded` (group ranks), after a peer died or
+  /// on request (GroupCoordinator::shrink): a communicator over the survivors, whose groups
+  /// `context` carries (already shrunk), made from this one's connections where the backend can
+  /// (NCCL's ncclCommShrink), and this one retired. Default, and when the backend cannot:
+  /// nullptr, and the caller destroys this one and creates a fresh communicator from `context`.
+  /// Every survivor gets the same answer (a backend agrees over `context.cpu_group` first).
+  virtual std::unique_ptr<DeviceCommunicator> shrink(const std::vector<int>& excluded,
+                                                     const DeviceCommunicatorContext& context);
+
   /// Releases resources (idempotent). Later calls throw DistributedError.
   virtual void destroy() = 0;
 };

@@ -233,6 +233,23 @@ class GroupCoordinator {
                           const std::vector<Tensor>& extra_tensors = {});
   Tensor combine(const Tensor& hidden_states, bool is_sequence_parallel = false);
 
+  // ---- surviving a dead rank (docs/elastic.md) -------------------------------------------------
+  /// Collective over the surviving world ranks (each calls it for each of its coordinators, in
+  /// the same order, with the same set; shrink_model_parallel does it for parallel_state's
+  /// groups): removes `excluded_world_ranks` (world ranks as numbered before the shrink) from the
+  /// world and this group, in place, after a peer died or on request. The first coordinator to
+  /// shrink shrinks the world (shrink_world: the survivors agree through the store, with the
+  /// world timeout, and are renumbered in order); each later one follows that world shrink. The
+  /// CPU and device groups are rebuilt over the survivors, the device communicator shrunk
+  /// (ncclCommShrink where the loaded NCCL has it, else created anew; its symmetric memory is
+  /// registered anew), the message-queue broadcaster rebuilt; rank(), ranks(), group_ranks(),
+  /// rank_in_group() and world_size() then give the new numbering. Handles to the old groups,
+  /// communicators and queues throw DistributedError naming the shrink; sibling communicators
+  /// (make_sibling_device_group) must be made anew. std::invalid_argument as shrink_world says,
+  /// or when the set differs from the world shrink this group has to follow; when the shrink
+  /// fails later, the coordinator refuses every call from then on.
+  void shrink(const std::vector<int>& excluded_world_ranks);
+
   /// Releases the communicator, then the groups (idempotent). Later collective calls throw
   /// DistributedError.
   void destroy();

@@ -132,4 +132,9 @@ Tensor DeviceCommunicator::combine(const Tensor& hidden_states, bool is_sequence
   return hidden_states;
 }
 
+std::unique_ptr<DeviceCommunicator> DeviceCommunicator::shrink(
+    const std::vector<int>& /*excluded*/, const DeviceCommunicatorContext& /*context*/) {
+  return nullptr;  // no way to keep connections: the caller builds a fresh communicator
+}
+
 }  // namespace groupcoord

@@ -13,12 +13,15 @@
 
 #include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
+#include "core/shape.h"
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/group_registry.h"
+#include "coordinator/group_shrink.h"
 #include "coordinator/host_transfers.h"
 #include "coordinator/mq_object_broadcaster.h"
 #include "coordinator/object_protocol.h"
+#include "coordinator/rank_failure.h"
 #include "coordinator/tensor_metadata.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -34,11 +37,39 @@ namespace groupcoord {
 
 using comm::check_dim;
 using comm::check_peer_rank;
+using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
 
 // ---- Impl helpers ----------------------------------------------------------------------------
 
 void GroupCoordinator::Impl::check_alive(const char* op) const {
   if (destroyed) GC_THROW(DistributedError, label(op), ": the group has been destroyed");
+  if (!failed_shrink.empty()) {
+    GC_THROW(DistributedError, label(op), ": the group is unusable after a failed shrink (",
+             failed_shrink, ")");
+  }
+}
+
+DeviceCommunicatorContext GroupCoordinator::Impl::communicator_context() const {
+  DeviceCommunicatorContext context;
+  context.cpu_group = cpu_group;
+  context.device_group = device_group;
+  context.device = device;
+  context.unique_name = unique_name;
+  context.use_all2all = use_all2all;
+  return context;
+}
+
+void GroupCoordinator::Impl::make_communicators() {
+  if (!use_device_communicator || world_size <= 1) return;
+  const DeviceCommunicatorContext context = communicator_context();
+  communicator = create_device_communicator(backend_info.communicator, context);
+  if (!device.is_cpu()) {
+    // Host tensors of a CUDA coordinator travel over its CPU group, through the cpu
+    // communicator (the device one takes device tensors only).
+    DeviceCommunicatorContext host_context = context;
+    host_context.device = Device::cpu();
+    host_communicator = create_device_communicator("cpu", host_context);
+  }
 }
 
 DeviceCommunicator& GroupCoordinator::Impl::require_communicator(const char* op) const {
@@ -113,22 +144,8 @@ GroupCoordinator::GroupCoordinator(std::vector<std::vector<int>> group_ranks, in
                  : Device::cpu();
   coordinator_detail::init_device_layer(s.backend_info.device_type);
 
-  if (use_device_communicator && s.world_size > 1) {
-    DeviceCommunicatorContext context;
-    context.cpu_group = s.cpu_group;
-    context.device_group = s.device_group;
-    context.device = s.device;
-    context.unique_name = s.unique_name;
-    context.use_all2all = use_all2all;
-    s.communicator = create_device_communicator(s.backend_info.communicator, context);
-    if (!s.device.is_cpu()) {
-      // Host tensors of a CUDA coordinator travel over its CPU group, through the cpu
-      // communicator (the device one takes device tensors only).
-      DeviceCommunicatorContext host_context = context;
-      host_context.device = Device::cpu();
-      s.host_communicator = create_device_communicator("cpu", host_context);
-    }
-  }
+  s.world_epoch = static_cast<int>(world_shrinks().size());
+  s.make_communicators();
   if (use_message_queue_broadcaster && s.world_size > 1) {
     s.mq_broadcaster = coordinator_detail::make_mq_object_broadcaster(s.cpu_group, s.unique_name);
   }
@@ -205,6 +222,86 @@ void GroupCoordinator::destroy() {
   if (first_error) std::rethrow_exception(first_error);
 }
 
+// ---- shrink (docs/elastic.md) ----------------------------------------------------------------
+
+void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) try {
+  Impl& s = *impl_;
+  s.check_alive("shrink");
+  const std::string label = comm::to_string(s.label("shrink"));
+  const WorldShrink shrink = world_shrink_to_follow(s.world_epoch, excluded_world_ranks, label);
+  std::vector<int> excluded_in_group;
+  std::vector<int> new_world_ranks;
+  for (int i = 0; i < static_cast<int>(s.ranks.size()); ++i) {
+    const int renumbered = shrink.new_rank_of[s.ranks[i]];
+    if (renumbered < 0) {
+      excluded_in_group.push_back(i);
+    } else {
+      new_world_ranks.push_back(renumbered);
+    }
+  }
+  try {
+    s.shrink_groups(excluded_in_group, new_world_ranks);
+  } catch (const std::exception& e) {
+    s.failed_shrink = e.what();
+    throw;
+  }
+  s.rank = shrink.new_rank_of[s.rank];
+  s.ranks = new_world_ranks;
+  s.world_size = static_cast<int>(s.ranks.size());
+  s.rank_in_group = s.cpu_group->rank();
+  s.group_ranks = renumber_group_ranks(s.group_ranks, shrink);
+  s.world_epoch = shrink.epoch;
+  GC_LOG(Info, s.unique_name, ": shrunk without world ranks ",
+         detail::ranks_str(shrink.excluded), "; now ranks ", detail::ranks_str(s.ranks),
+         " (rank ", s.rank_in_group, " of ", s.world_size, ")");
+} catch (...) {
+  rethrow_under_failure_policy();
+}
+
+void GroupCoordinator::Impl::shrink_groups(const std::vector<int>& excluded,
+                                           const std::vector<int>& new_world_ranks) {
+  std::shared_ptr<ProcessGroup> old_cpu = cpu_group;
+  // Queues and sends of the old group end with it.
+  mq_broadcaster.reset();
+  pending_isends.clear();
+  cpu_group = old_cpu->shrink(excluded, new_world_ranks);
+  if (device_group) device_group = device_group->shrink(excluded, new_world_ranks);
+  world_size = static_cast<int>(new_world_ranks.size());
+  auto retire = [this](std::unique_ptr<DeviceCommunicator> old) {
+    if (!old) return;
+    try {
+      old->destroy();
+    } catch (const std::exception& e) {
+      GC_LOG(Warn, unique_name, ": shrink: retiring the old communicator: ", e.what());
+    }
+    retired_communicators.push_back(std::move(old));
+  };
+  retire(std::move(host_communicator));
+  if (communicator && world_size > 1) {
+    // The communicator first tries to keep its connections (NCCL's ncclCommShrink); every
+    // survivor gets the same answer, so all take the same branch below.
+    std::unique_ptr<DeviceCommunicator> shrunk =
+        communicator->shrink(excluded, communicator_context());
+    if (shrunk) {
+      retired_communicators.push_back(std::move(communicator));
+      communicator = std::move(shrunk);
+      if (!device.is_cpu()) {
+        DeviceCommunicatorContext host_context = communicator_context();
+        host_context.device = Device::cpu();
+        host_communicator = create_device_communicator("cpu", host_context);
+      }
+    } else {
+      retire(std::move(communicator));
+      make_communicators();
+    }
+  } else {
+    retire(std::move(communicator));
+  }
+  if (use_message_queue_broadcaster && world_size > 1) {
+    mq_broadcaster = coordinator_detail::make_mq_object_broadcaster(cpu_group, unique_name);
+  }
+}
+
 GroupCoordinator* GroupCoordinator::find(const std::string& unique_name) {
   return coordinator_detail::find_group(unique_name);
 }
@@ -219,8 +316,6 @@ std::uint64_t GroupCoordinator::registry_generation() {
 // the tensor to the device communicator. Arguments are checked here (communicator/op_checks.h),
 // so the messages do not depend on the communicator plugged in.
 
-using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
-
 namespace {
 
 // World size 1 with a caller-provided output: checks `out` against the input (the result of
@@ -232,24 +327,28 @@ Tensor copy_into_output(const comm::OpLabel& label, const Tensor& input, const T
 
 }  // namespace
 
-Tensor GroupCoordinator::all_reduce(const Tensor& input) {
+Tensor GroupCoordinator::all_reduce(const Tensor& input) try {
   Impl& s = *impl_;
   s.check_alive("all_reduce");
   if (s.world_size == 1) return input;
   comm::check_defined(s.label("all_reduce"), input, "input");
   return s.communicator_for("all_reduce", input).all_reduce(input);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) {
+Tensor GroupCoordinator::all_gather(const Tensor& input, int dim) try {
   Impl& s = *impl_;
   s.check_alive("all_gather");
   if (s.world_size == 1) return input;
   check_dim(s.label("all_gather"), input, dim);
   return s.communicator_for("all_gather", input).all_gather(input, dim);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
-                                     const std::optional<std::vector<std::int64_t>>& sizes) {
+                                     const std::optional<std::vector<std::int64_t>>& sizes) try {
   Impl& s = *impl_;
   s.check_alive("all_gatherv");
   s.require_communicator("all_gatherv");
@@ -257,11 +356,13 @@ Tensor GroupCoordinator::all_gatherv(const Tensor& input, int dim,
   comm::check_gatherv_args(s.label("all_gatherv"), input, dim, sizes, s.world_size,
                            s.rank_in_group);
   return comm.all_gatherv(input, dim, sizes);  // one input: no vectors
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 std::vector<Tensor> GroupCoordinator::all_gatherv(
     const std::vector<Tensor>& inputs, int dim,
-    const std::optional<std::vector<std::int64_t>>& sizes) {
+    const std::optional<std::vector<std::int64_t>>& sizes) try {
   Impl& s = *impl_;
   s.check_alive("all_gatherv");
   s.require_communicator("all_gatherv");
@@ -272,9 +373,11 @@ std::vector<Tensor> GroupCoordinator::all_gatherv(
     comm::check_gatherv_args(label, input, dim, sizes, s.world_size, s.rank_in_group);
   }
   return comm.all_gatherv(inputs, dim, sizes);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
+Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) try {
   Impl& s = *impl_;
   s.check_alive("reduce_scatter");
   if (s.world_size == 1) return input;
@@ -283,29 +386,35 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim) {
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
   comm::check_scatterv_args(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // Caller-provided outputs: the coordinator checks the input as for the out-of-place call and
 // leaves `out` to the communicator, except at world size 1, where it copies the input.
-Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) {
+Tensor GroupCoordinator::all_reduce(const Tensor& input, const Tensor& out) try {
   Impl& s = *impl_;
   s.check_alive("all_reduce");
   const comm::OpLabel label = s.label("all_reduce");
   comm::check_defined(label, input, "input");
   if (s.world_size == 1) return copy_into_output(label, input, out);
   return s.communicator_for("all_reduce", input).all_reduce(input, out);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& out) {
+Tensor GroupCoordinator::all_gather(const Tensor& input, int dim, const Tensor& out) try {
   Impl& s = *impl_;
   s.check_alive("all_gather");
   const comm::OpLabel label = s.label("all_gather");
   check_dim(label, input, dim);
   if (s.world_size == 1) return copy_into_output(label, input, out);
   return s.communicator_for("all_gather", input).all_gather(input, dim, out);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) {
+Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tensor& out) try {
   Impl& s = *impl_;
   s.check_alive("reduce_scatter");
   const comm::OpLabel label = s.label("reduce_scatter");
@@ -314,18 +423,22 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tens
   DeviceCommunicator& comm = s.communicator_for("reduce_scatter", input);
   comm::check_scatterv_args(label, input, dim, std::nullopt, s.world_size);
   return comm.reduce_scatter(input, dim, out);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
-                                         const std::optional<std::vector<std::int64_t>>& sizes) {
+                                         const std::optional<std::vector<std::int64_t>>& sizes) try {
   Impl& s = *impl_;
   s.check_alive("reduce_scatterv");
   DeviceCommunicator& comm = s.communicator_for("reduce_scatterv", input);
   comm::check_scatterv_args(s.label("reduce_scatterv"), input, dim, sizes, s.world_size);
   return comm.reduce_scatterv(input, dim, sizes);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int dim) {
+std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int dim) try {
   Impl& s = *impl_;
   s.check_alive("gather");
   const comm::OpLabel label = s.label("gather");
@@ -334,9 +447,11 @@ std::optional<Tensor> GroupCoordinator::gather(const Tensor& input, int dst, int
   DeviceCommunicator& comm = s.communicator_for("gather", input);
   check_dim(label, input, dim);
   return comm.gather(input, dst, dim);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
+Tensor GroupCoordinator::broadcast(const Tensor& input, int src) try {
   Impl& s = *impl_;
   s.check_alive("broadcast");
   const comm::OpLabel label = s.label("broadcast");
@@ -351,15 +466,19 @@ Tensor GroupCoordinator::broadcast(const Tensor& input, int src) {
     return input;
   }
   return s.require_communicator("broadcast").broadcast(input, src);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-void GroupCoordinator::barrier() {
+void GroupCoordinator::barrier() try {
   Impl& s = *impl_;
   s.check_alive("barrier");
   s.cpu_group->barrier();
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) {
+void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) try {
   Impl& s = *impl_;
   s.check_alive("send");
   s.require_communicator("send");
@@ -367,26 +486,32 @@ void GroupCoordinator::send(const Tensor& tensor, std::optional<int> dst) {
   comm::check_defined(s.label("send"), tensor, "tensor");
   DeviceCommunicator& comm = s.communicator_for("send", tensor);
   comm.send(tensor, peer);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::recv(const Shape& size, DType dtype, std::optional<int> src) {
+Tensor GroupCoordinator::recv(const Shape& size, DType dtype, std::optional<int> src) try {
   Impl& s = *impl_;
   s.check_alive("recv");
   DeviceCommunicator& comm = s.require_communicator("recv");
   const int peer = s.resolve_peer("recv", "src", src);
   return comm.recv(size, dtype, peer);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::recv(const Tensor& out, std::optional<int> src) {
+Tensor GroupCoordinator::recv(const Tensor& out, std::optional<int> src) try {
   Impl& s = *impl_;
   s.check_alive("recv");
   DeviceCommunicator& comm = s.communicator_for("recv", out);  // host tensors as send's
   const int peer = s.resolve_peer("recv", "src", src);
   return comm.recv(out, peer);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
-    std::optional<std::string> group_desc) {
+    std::optional<std::string> group_desc) try {
   Impl& s = *impl_;
   s.check_alive("make_sibling_device_group");
   const std::string name = s.unique_name + "/" + group_desc.value_or("sibling");
@@ -401,33 +526,41 @@ std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
     context.device_group = create_sibling_groups(*world_group(), s.group_ranks, name, s.timeout);
   }
   return create_device_communicator(s.backend_info.communicator, context);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 DispatchRouterLogitsResult GroupCoordinator::dispatch_router_logits(
     const Tensor& hidden_states, const Tensor& router_logits, bool is_sequence_parallel,
-    const std::vector<Tensor>& extra_tensors) {
+    const std::vector<Tensor>& extra_tensors) try {
   Impl& s = *impl_;
   s.check_alive("dispatch_router_logits");
   if (!s.communicator) return {hidden_states, router_logits, extra_tensors};
   return s.communicator->dispatch_router_logits(hidden_states, router_logits, is_sequence_parallel,
                                                 extra_tensors);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 DispatchResult GroupCoordinator::dispatch(const Tensor& hidden_states, const Tensor& topk_weights,
                                           const Tensor& topk_ids, bool is_sequence_parallel,
-                                          const std::vector<Tensor>& extra_tensors) {
+                                          const std::vector<Tensor>& extra_tensors) try {
   Impl& s = *impl_;
   s.check_alive("dispatch");
   if (!s.communicator) return {hidden_states, topk_weights, topk_ids, extra_tensors};
   return s.communicator->dispatch(hidden_states, topk_weights, topk_ids, is_sequence_parallel,
                                   extra_tensors);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_parallel) {
+Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_parallel) try {
   Impl& s = *impl_;
   s.check_alive("combine");
   if (!s.communicator) return hidden_states;
   return s.communicator->combine(hidden_states, is_sequence_parallel);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -435,9 +568,7 @@ Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_p
 // over the Gloo CPU group (object_protocol.h), including broadcast_object_list, which vLLM sends
 // over the device group (with NCCL that costs a host-device round trip for pure host data).
 
-using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
-
-Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) {
+Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) try {
   Impl& s = *impl_;
   s.check_alive("broadcast_object");
   const comm::OpLabel label = s.label("broadcast_object");
@@ -449,10 +580,12 @@ Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int sr
     return s.mq_broadcaster->broadcast_object(obj);
   }
   return broadcast_object_bytes(*s.cpu_group, obj, src);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Bytes>& obj_list,
-                                                           int src) {
+                                                           int src) try {
   Impl& s = *impl_;
   s.check_alive("broadcast_object_list");
   const comm::OpLabel label = s.label("broadcast_object_list");
@@ -469,30 +602,38 @@ std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Byt
   GC_CHECK(objects.size() == obj_list.size(), label, ": this rank passed a list of ",
            obj_list.size(), " objects but src ", src, " broadcast ", objects.size());
   return objects;
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-void GroupCoordinator::send_object(const Bytes& obj, int dst) {
+void GroupCoordinator::send_object(const Bytes& obj, int dst) try {
   Impl& s = *impl_;
   s.check_alive("send_object");
   const comm::OpLabel label = s.label("send_object");
   check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/false);
   send_object_bytes(*s.cpu_group, obj, dst);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-Bytes GroupCoordinator::recv_object(int src) {
+Bytes GroupCoordinator::recv_object(int src) try {
   Impl& s = *impl_;
   s.check_alive("recv_object");
   const comm::OpLabel label = s.label("recv_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/false);
   return recv_object_bytes(*s.cpu_group, src, comm::to_string(label));
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) {
+std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) try {
   Impl& s = *impl_;
   s.check_alive("isend_object");
   const comm::OpLabel label = s.label("isend_object");
   check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/false);
   return isend_object_bytes(*s.cpu_group, std::move(obj), dst);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -507,8 +648,6 @@ std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) {
 // reshape(ag_size, -1)[ag_rank]; the receivers all_gather the slices over all_gather_group
 // (dim 0) and reshape to the original shape. Sending and receiving ranks must agree on
 // all_gather_group's size and ranks, as in vLLM.
-
-using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
 
 namespace {
 
@@ -628,7 +767,7 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
 }  // namespace
 
 std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
-    const std::optional<TensorDict>& tensor_dict, int src) {
+    const std::optional<TensorDict>& tensor_dict, int src) try {
   Impl& s = *impl_;
   s.check_alive("broadcast_tensor_dict");
   const comm::OpLabel label = s.label("broadcast_tensor_dict");
@@ -671,13 +810,15 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
     if (tensor.numel() > 0 && !packs(tensor)) s.broadcast_dict_tensor(tensor, src);
   }
   return result;
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // ---- send ------------------------------------------------------------------------------------
 
 std::optional<TensorDict> GroupCoordinator::send_tensor_dict(
     const TensorDict& tensor_dict, std::optional<int> dst, GroupCoordinator* all_gather_group,
-    const std::optional<AllGatherTensors>& all_gather_tensors) {
+    const std::optional<AllGatherTensors>& all_gather_tensors) try {
   Impl& s = *impl_;
   s.check_alive("send_tensor_dict");
   check_explicit_peer(s.label("send_tensor_dict"), "dst", dst, s.world_size);
@@ -687,11 +828,13 @@ std::optional<TensorDict> GroupCoordinator::send_tensor_dict(
   // Waited for: the retention entry isend_tensor_dict appended has nothing left to protect.
   s.pending_isends.drop(handles);
   return std::nullopt;
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
     const TensorDict& tensor_dict, std::optional<int> dst, GroupCoordinator* all_gather_group,
-    const std::optional<AllGatherTensors>& all_gather_tensors) {
+    const std::optional<AllGatherTensors>& all_gather_tensors) try {
   Impl& s = *impl_;
   const char* op = "isend_tensor_dict";
   s.check_alive(op);
@@ -727,13 +870,15 @@ std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
   }
   s.pending_isends.push(handles, std::move(pieces));
   return handles;
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // ---- receive ---------------------------------------------------------------------------------
 
 std::optional<TensorDict> GroupCoordinator::recv_tensor_dict(
     std::optional<int> src, GroupCoordinator* all_gather_group,
-    const std::optional<AllGatherTensors>& all_gather_tensors) {
+    const std::optional<AllGatherTensors>& all_gather_tensors) try {
   Impl& s = *impl_;
   s.check_alive("recv_tensor_dict");
   check_explicit_peer(s.label("recv_tensor_dict"), "src", src, s.world_size);
@@ -742,11 +887,13 @@ std::optional<TensorDict> GroupCoordinator::recv_tensor_dict(
   for (const auto& handle : pending.handles) handle->wait();
   for (const auto& step : pending.postprocess) step();
   return std::move(*pending.tensor_dict);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
     std::optional<int> src, GroupCoordinator* all_gather_group,
-    const std::optional<AllGatherTensors>& all_gather_tensors) {
+    const std::optional<AllGatherTensors>& all_gather_tensors) try {
   Impl& s = *impl_;
   const char* op = "irecv_tensor_dict";
   s.check_alive(op);
@@ -788,6 +935,8 @@ IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
     });
   }
   return result;
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -801,7 +950,7 @@ std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(int writer
 
 std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(
     int writer_rank, const std::optional<MessageQueue::Handle>& external_writer_handle,
-    bool blocking) {
+    bool blocking) try {
   Impl& s = *impl_;
   s.check_alive("create_mq_broadcaster");
   GC_CHECK(writer_rank >= 0 && writer_rank < s.world_size, s.label("create_mq_broadcaster"),
@@ -809,10 +958,12 @@ std::shared_ptr<MessageQueue> GroupCoordinator::create_mq_broadcaster(
   return MessageQueue::create_from_process_group(s.cpu_group, coordinator_detail::kMqChunkBytes,
                                                  coordinator_detail::kMqChunks, writer_rank,
                                                  external_writer_handle, blocking);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 std::vector<std::shared_ptr<MessageQueue>> GroupCoordinator::create_single_reader_mq_broadcasters(
-    int reader_rank_in_group, bool blocking) {
+    int reader_rank_in_group, bool blocking) try {
   Impl& s = *impl_;
   s.check_alive("create_single_reader_mq_broadcasters");
   GC_CHECK(reader_rank_in_group >= 0 && reader_rank_in_group < s.world_size,
@@ -822,6 +973,8 @@ std::vector<std::shared_ptr<MessageQueue>> GroupCoordinator::create_single_reade
       s.cpu_group, coordinator_detail::kMqChunkBytes, coordinator_detail::kMqChunks,
       reader_rank_in_group, blocking);
   return {std::make_move_iterator(queues.begin()), std::make_move_iterator(queues.end())};
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 bool GroupCoordinator::has_mq_broadcaster() const { return impl_->mq_broadcaster != nullptr; }
@@ -835,7 +988,7 @@ std::shared_ptr<MessageQueue> GroupCoordinator::mq_broadcaster() const {
 // (only the cuda one has symmetric memory). At world size 1 there is no communicator and every
 // collective is a bypass, so a plain tensor serves.
 
-Tensor GroupCoordinator::symmetric_empty(const Shape& shape, DType dtype) {
+Tensor GroupCoordinator::symmetric_empty(const Shape& shape, DType dtype) try {
   Impl& s = *impl_;
   s.check_alive("symmetric_empty");
   if (s.world_size == 1) return Tensor::empty(shape, dtype, s.device);
@@ -843,9 +996,11 @@ Tensor GroupCoordinator::symmetric_empty(const Shape& shape, DType dtype) {
            ": needs a CUDA backend such as the nccl backend (this coordinator uses '", s.backend,
            "')");
   return s.require_communicator("symmetric_empty").symmetric_empty(shape, dtype);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-SymmetricMemoryStats GroupCoordinator::symmetric_memory_stats() const {
+SymmetricMemoryStats GroupCoordinator::symmetric_memory_stats() const try {
   const Impl& s = *impl_;
   s.check_alive("symmetric_memory_stats");
   if (s.communicator == nullptr) {
@@ -855,9 +1010,11 @@ SymmetricMemoryStats GroupCoordinator::symmetric_memory_stats() const {
     return stats;
   }
   return s.communicator->symmetric_memory_stats();
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
-void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) {
+void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) try {
   Impl& s = *impl_;
   s.check_alive("reserve_symmetric_scratch");
   if (s.world_size == 1) return;
@@ -865,6 +1022,8 @@ void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) {
            ": needs a CUDA backend such as the nccl backend (this coordinator uses '", s.backend,
            "')");
   s.require_communicator("reserve_symmetric_scratch").reserve_symmetric_scratch(bytes);
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -872,7 +1031,7 @@ void GroupCoordinator::reserve_symmetric_scratch(std::int64_t bytes) {
 // GraphCaptureContext.
 
 std::shared_ptr<GraphCaptureContext> GroupCoordinator::graph_capture(
-    std::optional<std::uintptr_t> stream_handle) {
+    std::optional<std::uintptr_t> stream_handle) try {
   Impl& s = *impl_;
   s.check_alive("graph_capture");
   const comm::OpLabel label = s.label("graph_capture");
@@ -885,6 +1044,8 @@ std::shared_ptr<GraphCaptureContext> GroupCoordinator::graph_capture(
   GC_CHECK(false, label, ": this build has no CUDA support");
   return nullptr;
 #endif
+} catch (...) {
+  rethrow_under_failure_policy();
 }
 
 }  // namespace groupcoord

@@ -47,10 +47,26 @@ struct GroupCoordinator::Impl {
   coordinator_detail::PendingIsends pending_isends;
   bool destroyed = false;
 
+  // ---- shrinks (docs/elastic.md) ----
+  int world_epoch = 0;  ///< world shrinks this coordinator has followed (world_shrinks())
+  /// Why a failed shrink left the coordinator unusable; empty while it is usable.
+  std::string failed_shrink;
+  /// Communicators replaced by a shrink: kept (retired, not freed) so that a reference an engine
+  /// or the Python binding still holds never dangles.
+  std::vector<std::unique_ptr<DeviceCommunicator>> retired_communicators;
+
   /// "<unique_name> <op>", for messages; formatted only when a message is written.
   comm::OpLabel label(const char* op) const { return comm::OpLabel{unique_name, op}; }
-  /// Throws DistributedError naming `op` after destroy().
+  /// Throws DistributedError naming `op` after destroy() or a failed shrink.
   void check_alive(const char* op) const;
+  /// What a communicator of this group is built from.
+  DeviceCommunicatorContext communicator_context() const;
+  /// The device communicator (and, for a device backend, the host one) when the group has more
+  /// than one rank and use_device_communicator; collective over the group.
+  void make_communicators();
+  /// Collective over the survivors: new groups, communicators and queue without the group ranks
+  /// `excluded` (possibly none), with `new_world_ranks` as the members' world ranks.
+  void shrink_groups(const std::vector<int>& excluded, const std::vector<int>& new_world_ranks);
   /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.
   DeviceCommunicator& require_communicator(const char* op) const;
   /// The communicator for `tensor`: host_communicator for host tensors when there is one (nccl
