@@ -113,4 +113,27 @@ ModelParallelLayout compute_model_parallel_layout(int world_size, int tensor_mod
                                                   int decode_context_model_parallel_size,
                                                   int data_parallel_size);
 
+// ---- surviving a dead rank (docs/elastic.md) --------------------------------------------------
+
+/// What shrink_model_parallel did.
+struct ModelParallelShrink {
+  std::vector<int> excluded;     ///< world ranks removed, as numbered before the shrink
+  std::vector<int> new_rank_of;  ///< old world rank -> new world rank, -1 for the excluded
+  int world_size = 0;            ///< the world's size after the shrink
+  int rank = -1;                 ///< this process's world rank after the shrink
+  /// Each kind's groups after the shrink (world ranks, new numbering; a group that lost every
+  /// member is gone, the others may now differ in size); empty without the model-parallel groups.
+  ModelParallelLayout layout;
+};
+
+/// Collective over the surviving world ranks, after a peer died (RankFailureError names it under
+/// RankFailurePolicy::kIdentify; find_dead_ranks() otherwise) or on request: every survivor calls
+/// it with the same `excluded_world_ranks` (world ranks before the shrink). Shrinks the world
+/// coordinator, then TP, DCP, PCP, PP, DP and EP when they exist (GroupCoordinator::shrink: the
+/// survivors agree through the store, groups and communicators are rebuilt, ranks renumbered in
+/// order), recounts the nodes and reports the new layout. The getters keep returning the same
+/// coordinators, now over the survivors. Errors as GroupCoordinator::shrink; a group whose shrink
+/// failed refuses every later call (destroy_distributed_environment still works).
+ModelParallelShrink shrink_model_parallel(const std::vector<int>& excluded_world_ranks);
+
 }  // namespace groupcoord

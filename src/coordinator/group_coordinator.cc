@@ -13,7 +13,6 @@
 
 #include "communicator/op_checks.h"
 #include "communicator/output_tensor.h"
-#include "core/shape.h"
 #include "coordinator/coordinator_setup.h"
 #include "coordinator/group_coordinator_impl.h"
 #include "coordinator/group_registry.h"
@@ -23,6 +22,7 @@
 #include "coordinator/object_protocol.h"
 #include "coordinator/rank_failure.h"
 #include "coordinator/tensor_metadata.h"
+#include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
@@ -251,9 +251,9 @@ void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) try 
   s.rank_in_group = s.cpu_group->rank();
   s.group_ranks = renumber_group_ranks(s.group_ranks, shrink);
   s.world_epoch = shrink.epoch;
-  GC_LOG(Info, s.unique_name, ": shrunk without world ranks ",
-         detail::ranks_str(shrink.excluded), "; now ranks ", detail::ranks_str(s.ranks),
-         " (rank ", s.rank_in_group, " of ", s.world_size, ")");
+  GC_LOG(Info, s.unique_name, ": shrunk without world ranks ", detail::ranks_str(shrink.excluded),
+         "; now ranks ", detail::ranks_str(s.ranks), " (rank ", s.rank_in_group, " of ",
+         s.world_size, ")");
 } catch (...) {
   rethrow_under_failure_policy();
 }
@@ -427,8 +427,8 @@ Tensor GroupCoordinator::reduce_scatter(const Tensor& input, int dim, const Tens
   rethrow_under_failure_policy();
 }
 
-Tensor GroupCoordinator::reduce_scatterv(const Tensor& input, int dim,
-                                         const std::optional<std::vector<std::int64_t>>& sizes) try {
+Tensor GroupCoordinator::reduce_scatterv(
+    const Tensor& input, int dim, const std::optional<std::vector<std::int64_t>>& sizes) try {
   Impl& s = *impl_;
   s.check_alive("reduce_scatterv");
   DeviceCommunicator& comm = s.communicator_for("reduce_scatterv", input);

@@ -23,8 +23,8 @@ WorldShrink world_shrink_to_follow(int epoch, const std::vector<int>& excluded_w
   return next;
 }
 
-std::vector<std::vector<int>> renumber_group_ranks(
-    const std::vector<std::vector<int>>& group_ranks, const WorldShrink& shrink) {
+std::vector<std::vector<int>> renumber_group_ranks(const std::vector<std::vector<int>>& group_ranks,
+                                                   const WorldShrink& shrink) {
   std::vector<std::vector<int>> renumbered;
   for (const std::vector<int>& ranks : group_ranks) {
     std::vector<int> survivors;

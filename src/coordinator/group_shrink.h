@@ -19,8 +19,8 @@ WorldShrink world_shrink_to_follow(int epoch, const std::vector<int>& excluded_w
 
 /// `group_ranks` (world ranks before `shrink`) without the excluded ranks, in the new numbering;
 /// lists left empty are dropped.
-std::vector<std::vector<int>> renumber_group_ranks(
-    const std::vector<std::vector<int>>& group_ranks, const WorldShrink& shrink);
+std::vector<std::vector<int>> renumber_group_ranks(const std::vector<std::vector<int>>& group_ranks,
+                                                   const WorldShrink& shrink);
 
 }  // namespace coordinator_detail
 }  // namespace groupcoord

@@ -1,5 +1,6 @@
 #include "coordinator/rank_failure.h"
 
+#include <algorithm>
 #include <exception>
 #include <string>
 #include <vector>
@@ -23,6 +24,17 @@ std::vector<int> dead_ranks_or_none() {
   }
 }
 
+/// What survivors can do about `dead`.
+std::string what_next(const std::vector<int>& dead) {
+  const int host = world_info().store_host_rank;
+  if (std::find(dead.begin(), dead.end(), host) != dead.end()) {
+    return "world rank " + std::to_string(host) +
+           " hosted the world store, whose loss cannot be survived: restart the job";
+  }
+  return "shrink_model_parallel(" + detail::ranks_str(dead) +
+         ") on every survivor lets the job go on";
+}
+
 }  // namespace
 
 void rethrow_under_failure_policy() {
@@ -36,8 +48,7 @@ void rethrow_under_failure_policy() {
     const std::vector<int> dead = dead_ranks_or_none();
     if (dead.empty()) throw;
     throw RankFailureError(std::string(e.what()) + " [world ranks " + detail::ranks_str(dead) +
-                               " are dead: shrink_model_parallel(" + detail::ranks_str(dead) +
-                               ") on every survivor lets the job go on]",
+                               " are dead: " + what_next(dead) + "]",
                            dead);
   }
 }

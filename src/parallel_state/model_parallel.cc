@@ -1,5 +1,6 @@
 // initialize_model_parallel and friends: the TP, DCP, PCP, PP, DP and EP coordinators, created in
-// vLLM's order from compute_model_parallel_layout, and their getters.
+// vLLM's order from compute_model_parallel_layout, their getters, and their shrink after a death.
+#include <algorithm>
 #include <exception>
 #include <memory>
 #include <string>
@@ -8,6 +9,7 @@
 #include "groupcoord/check.h"
 #include "groupcoord/logging.h"
 #include "groupcoord/parallel_state.h"
+#include "groupcoord/world.h"
 #include "parallel_state/default_backend.h"
 #include "parallel_state/state.h"
 
@@ -138,6 +140,35 @@ void ensure_model_parallel_initialized(int tensor_model_parallel_size,
   check_size(state.pp, "pipeline parallel group", pipeline_model_parallel_size);
   check_size(state.pcp, "prefill context parallel group", prefill_context_model_parallel_size);
   check_size(state.dcp, "decode context parallel group", decode_context_model_parallel_size);
+}
+
+ModelParallelShrink shrink_model_parallel(const std::vector<int>& excluded_world_ranks) {
+  ParallelState& state = parallel_state_detail::state();
+  std::lock_guard<std::mutex> lock(state.mutex);
+  GroupCoordinator& world = checked(state.world, "world group");
+  // The world coordinator first: it shrinks the world itself (agreement, renumbering), and every
+  // other group follows that world shrink, in the order they were created.
+  world.shrink(excluded_world_ranks);
+  ModelParallelShrink result;
+  const WorldShrink done = world_shrinks().back();
+  result.excluded = done.excluded;
+  result.new_rank_of = done.new_rank_of;
+  result.world_size = world.world_size();
+  result.rank = world.rank();
+  struct Kind {
+    std::unique_ptr<GroupCoordinator>* group;
+    std::vector<std::vector<int>>* layout;
+  };
+  for (const Kind& kind :
+       {Kind{&state.tp, &result.layout.tp}, Kind{&state.dcp, &result.layout.dcp},
+        Kind{&state.pcp, &result.layout.pcp}, Kind{&state.pp, &result.layout.pp},
+        Kind{&state.dp, &result.layout.dp}, Kind{&state.ep, &result.layout.ep}}) {
+    if (*kind.group == nullptr) continue;
+    (*kind.group)->shrink(excluded_world_ranks);
+    *kind.layout = (*kind.group)->group_ranks();
+  }
+  state.node_count = get_node_count(*world.cpu_group());
+  return result;
 }
 
 bool model_parallel_is_initialized() {

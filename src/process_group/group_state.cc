@@ -10,8 +10,8 @@ namespace groupcoord {
 
 std::string group_label(const std::string& name, int rank, const std::vector<int>& world_ranks) {
   std::ostringstream out;
-  out << "group '" << name << "' (rank " << rank << " of " << world_ranks.size()
-      << ", world ranks " << detail::ranks_str(world_ranks) << ")";
+  out << "group '" << name << "' (rank " << rank << " of " << world_ranks.size() << ", world ranks "
+      << detail::ranks_str(world_ranks) << ")";
   return out.str();
 }
 

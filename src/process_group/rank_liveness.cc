@@ -16,10 +16,10 @@ namespace {
 
 /// Who a process is, as far as this node can tell.
 struct ProcessIdentity {
-  std::string boot_id;             ///< this boot of this node
-  unsigned long long pid_ns = 0;   ///< inode of the pid namespace (pids compare only inside one)
+  std::string boot_id;            ///< this boot of this node
+  unsigned long long pid_ns = 0;  ///< inode of the pid namespace (pids compare only inside one)
   long pid = 0;
-  unsigned long long start = 0;    ///< start time in clock ticks since boot (tells pid reuse)
+  unsigned long long start = 0;  ///< start time in clock ticks since boot (tells pid reuse)
 };
 
 std::string read_line(const std::string& path) {
@@ -39,7 +39,7 @@ bool read_stat(long pid, char& state, unsigned long long& start) {
   fields >> state;
   std::string skip;
   for (int field = 4; field < 22; ++field) fields >> skip;  // fields 4..21
-  fields >> start;                                           // field 22: starttime
+  fields >> start;                                          // field 22: starttime
   return static_cast<bool>(fields);
 }
 
@@ -65,8 +65,8 @@ std::string RankLiveness::this_process() {
   unsigned long long start = 0;
   read_stat(pid, state, start);
   std::ostringstream out;
-  out << read_line("/proc/sys/kernel/random/boot_id") << " " << pid_namespace() << " " << pid
-      << " " << start;
+  out << read_line("/proc/sys/kernel/random/boot_id") << " " << pid_namespace() << " " << pid << " "
+      << start;
   return out.str();
 }
 
@@ -99,9 +99,23 @@ std::string RankLiveness::dead_key(int rank) const {
   return "liveness/dead/" + std::to_string(rank);
 }
 
+void RankLiveness::learn_identities() {
+  std::vector<std::string> identities(world_size_);
+  for (int r = 0; r < world_size_; ++r) identities[r] = store_->get(identity_key(r));
+  identities_ = std::move(identities);
+}
+
+std::string RankLiveness::identity_of(int rank) {
+  if (!identities_.empty()) return identities_[rank];
+  try {
+    return store_->check({identity_key(rank)}) ? store_->get(identity_key(rank)) : std::string();
+  } catch (const std::exception&) {
+    return {};  // the store is gone: nothing to judge by
+  }
+}
+
 bool RankLiveness::on_this_node(int rank) {
-  if (!store_->check({identity_key(rank)})) return false;
-  const ProcessIdentity id = parse(store_->get(identity_key(rank)));
+  const ProcessIdentity id = parse(identity_of(rank));
   return !id.boot_id.empty() && id.boot_id == read_line("/proc/sys/kernel/random/boot_id");
 }
 
@@ -109,13 +123,15 @@ std::vector<int> RankLiveness::dead_ranks() {
   std::vector<int> dead;
   for (int r = 0; r < world_size_; ++r) {
     if (r == rank_) continue;
-    bool gone = store_->check({dead_key(r)});
-    if (!gone && store_->check({identity_key(r)})) {
-      gone = known_gone(store_->get(identity_key(r)));
+    bool gone = known_gone(identity_of(r));
+    try {
       if (gone) {
-        store_->set(dead_key(r), std::to_string(rank_));  // tell the ranks of other nodes
-        GC_LOG(Warn, "world rank ", r, " is dead (its process is gone)");
+        store_->set(dead_key(r), std::to_string(rank_));  // tells the ranks of other nodes
+      } else {
+        gone = store_->check({dead_key(r)});
       }
+    } catch (const std::exception&) {
+      // The store's host is gone (perhaps the rank found dead): local findings stand alone.
     }
     if (gone) dead.push_back(r);
   }

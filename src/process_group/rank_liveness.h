@@ -20,9 +20,15 @@ class RankLiveness {
   /// own store, so that a renumbered world after a shrink starts with fresh records).
   RankLiveness(std::shared_ptr<Store> store, int rank, int world_size);
 
+  /// Reads every rank's identity once (after a collective that every rank entered after
+  /// publishing, such as a barrier), so that dead_ranks() needs no store: the store's host may be
+  /// the rank that died.
+  void learn_identities();
+
   /// World ranks known dead, ascending: those this process sees gone (same node and pid
-  /// namespace) plus those any other rank reported. Publishes its own findings. Never blocks on a
-  /// missing record (a rank that has not published its identity is not judged).
+  /// namespace) plus those any other rank reported through the store when it can be reached.
+  /// Publishes its own findings there. Never blocks on a missing record (a rank whose identity
+  /// is unknown is not judged).
   std::vector<int> dead_ranks();
 
   /// True when world rank `rank` published an identity of this node's current boot.
@@ -38,9 +44,13 @@ class RankLiveness {
   std::string identity_key(int rank) const;
   std::string dead_key(int rank) const;
 
+  /// The identity of `rank`, from learn_identities() or else the store ("" when unknown).
+  std::string identity_of(int rank);
+
   std::shared_ptr<Store> store_;
   int rank_;
   int world_size_;
+  std::vector<std::string> identities_;  ///< by rank, after learn_identities()
 };
 
 }  // namespace groupcoord

@@ -2,8 +2,8 @@
 
 #include <algorithm>
 #include <atomic>
-#include <cstring>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 #include <set>
 
@@ -55,6 +55,16 @@ std::atomic<int>& failure_policy() {
   return policy;
 }
 
+/// Collective over `group` (the world group): publishes this rank's identity, waits for every
+/// rank to have done so (a barrier) and reads them all, so that finding the dead later needs no
+/// store.
+std::unique_ptr<RankLiveness> make_liveness(ProcessGroup& group, int rank, int world_size) {
+  auto liveness = std::make_unique<RankLiveness>(group.store(), rank, world_size);
+  group.barrier();
+  liveness->learn_identities();
+  return liveness;
+}
+
 /// Checks a shrink's excluded set against the world; returns it sorted.
 std::vector<int> checked_exclusion(const WorldState& world, std::vector<int> excluded) {
   const RendezvousResult& info = world.info;
@@ -68,8 +78,8 @@ std::vector<int> checked_exclusion(const WorldState& world, std::vector<int> exc
     GC_CHECK(r != info.rank, "shrink_world: this rank (", r,
              ") is in the excluded set; only survivors shrink (a rank that leaves calls "
              "destroy_world / destroy_distributed_environment)");
-    GC_CHECK(r != info.store_host_rank, "shrink_world: world rank ", r,
-             " hosts the world store (", info.description,
+    GC_CHECK(r != info.store_host_rank, "shrink_world: world rank ", r, " hosts the world store (",
+             info.description,
              "); every survivor needs the store, so its death cannot be survived: restart the job");
   }
   return excluded;
@@ -95,8 +105,7 @@ void init_world(const WorldOptions& options, const EnvLookup& env) {
   group_options.timeout = options.timeout;
   group_options.single_node = info.single_node;
   world.group = ProcessGroup::create_world(info.store, info.rank, info.world_size, group_options);
-  world.liveness =
-      std::make_unique<RankLiveness>(world.group->store(), info.rank, info.world_size);
+  world.liveness = make_liveness(*world.group, info.rank, info.world_size);
   world.info = std::move(info);
   world.timeout = options.timeout;
   world.initialized = true;
@@ -173,8 +182,7 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   if (info.local_world_size > 0) info.local_world_size -= local_excluded;
   // local_rank stays: it names this process's device, which does not change.
   world.shrink_attempts = 0;
-  world.liveness =
-      std::make_unique<RankLiveness>(world.group->store(), info.rank, info.world_size);
+  world.liveness = make_liveness(*world.group, info.rank, info.world_size);
   world.shrinks.push_back(shrink);
   set_log_rank(info.rank);
   GC_LOG(Info, "shrink_world: excluded world ranks ", detail::ranks_str(excluded), "; rank ",

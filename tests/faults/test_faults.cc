@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "forked_job.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/group_coordinator.h"
 #include "groupcoord/message_queue.h"
@@ -38,152 +39,18 @@ namespace {
 using Clock = std::chrono::steady_clock;
 using namespace std::chrono_literals;
 
-// The job's timeout (GROUPCOORD_TIMEOUT_S): short, so that the suite stays quick.
+using testing::expect_empty;
+using testing::expect_no_segments_of;
+using testing::Job;
+using testing::kCompleted;
+using testing::kDistributedError;
+using testing::kTimeoutError;
+using testing::outcome_name;
+
+// The job's timeout (Job's default): short, so that the suite stays quick.
 constexpr auto kTimeout = 3s;
 // What the issue allows past the timeout.
 constexpr auto kSlack = 5s;
-
-// Exit codes of a rank.
-enum Outcome {
-  kCompleted = 0,  // the scenario ended without an error (a survivor must not)
-  kTimeoutError = 10,
-  kDistributedError = 11,
-  kOtherError = 12,
-  kNotExited = -1,  // still running at the deadline (then killed)
-};
-
-const char* outcome_name(int code) {
-  switch (code) {
-    case kCompleted:
-      return "completed without an error";
-    case kTimeoutError:
-      return "TimeoutError";
-    case kDistributedError:
-      return "DistributedError";
-    case kOtherError:
-      return "another exception";
-    case kNotExited:
-      return "still running past the deadline";
-    default:
-      return "killed or crashed";
-  }
-}
-
-// One job of `world` forked ranks over a rendezvous directory of its own.
-class Job {
- public:
-  Job(const std::string& base, const std::string& id, int world)
-      : base_(base), id_(id), world_(world), pids_(world, -1), started_(world) {
-    std::filesystem::create_directories(markers());
-  }
-  ~Job() {
-    for (pid_t pid : pids_) {
-      if (pid > 0) {
-        ::kill(pid, SIGKILL);
-        ::waitpid(pid, nullptr, 0);
-      }
-    }
-  }
-
-  // Starts rank `rank`: it takes the launcher's variables of this job, initialises the world
-  // and runs `body`, which may call at(name) to tell the test where it is.
-  void start(int rank, const std::function<void(Job&, int)>& body) {
-    started_[rank] = Clock::now();
-    const pid_t pid = ::fork();
-    ASSERT_GE(pid, 0);
-    if (pid > 0) {
-      pids_[rank] = pid;
-      all_pids_.push_back(pid);
-      return;
-    }
-    ::_exit(run_rank(rank, body));
-  }
-
-  // Called in a rank: marks that it reached `name`.
-  void at(int rank, const std::string& name) const {
-    std::ofstream(markers() + "/" + std::to_string(rank) + "-" + name) << "1";
-  }
-
-  // Waits (in the test) until rank `rank` reached `name`.
-  bool wait_for(int rank, const std::string& name, std::chrono::seconds limit = 30s) const {
-    const std::string path = markers() + "/" + std::to_string(rank) + "-" + name;
-    const auto deadline = Clock::now() + limit;
-    while (Clock::now() < deadline) {
-      if (std::filesystem::exists(path)) return true;
-      std::this_thread::sleep_for(5ms);
-    }
-    return false;
-  }
-
-  Clock::time_point kill(int rank) {
-    ::kill(pids_[rank], SIGKILL);
-    ::waitpid(pids_[rank], nullptr, 0);
-    pids_[rank] = -1;
-    return Clock::now();
-  }
-
-  // The outcome of rank `rank` once it exits, or kNotExited (and the rank killed) when it is
-  // still running at `deadline`.
-  int wait_exit(int rank, Clock::time_point deadline) {
-    for (;;) {
-      int status = 0;
-      const pid_t done = ::waitpid(pids_[rank], &status, WNOHANG);
-      if (done == pids_[rank]) {
-        pids_[rank] = -1;
-        return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-      }
-      if (Clock::now() >= deadline) {
-        kill(rank);
-        return kNotExited;
-      }
-      std::this_thread::sleep_for(5ms);
-    }
-  }
-
-  Clock::time_point started(int rank) const { return started_[rank]; }
-  /// Every process this job started, running or not.
-  const std::vector<pid_t>& all_pids() const { return all_pids_; }
-  std::string rendezvous_dir() const { return base_ + "/rendezvous"; }
-
- private:
-  std::string markers() const { return base_ + "/markers-" + id_; }
-
-  int run_rank(int rank, const std::function<void(Job&, int)>& body) {
-    // mpirun's variables for a one-node job (the single-node rendezvous), and nothing that
-    // would point elsewhere.
-    ::unsetenv("MASTER_ADDR");
-    ::unsetenv("MASTER_PORT");
-    ::setenv("OMPI_COMM_WORLD_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("OMPI_COMM_WORLD_SIZE", std::to_string(world_).c_str(), 1);
-    ::setenv("OMPI_COMM_WORLD_LOCAL_RANK", std::to_string(rank).c_str(), 1);
-    ::setenv("OMPI_COMM_WORLD_LOCAL_SIZE", std::to_string(world_).c_str(), 1);
-    ::setenv("PMIX_NAMESPACE", id_.c_str(), 1);
-    ::setenv("GROUPCOORD_RENDEZVOUS_DIR", rendezvous_dir().c_str(), 1);
-    try {
-      init_distributed_environment(-1, -1, "env://", -1, "gloo", kTimeout);
-      at(rank, "initialised");
-      body(*this, rank);
-      destroy_distributed_environment();
-      return kCompleted;
-    } catch (const TimeoutError& e) {
-      std::fprintf(stderr, "[rank %d] TimeoutError: %s\n", rank, e.what());
-      return kTimeoutError;
-    } catch (const DistributedError& e) {
-      std::fprintf(stderr, "[rank %d] DistributedError: %s\n", rank, e.what());
-      return kDistributedError;
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "[rank %d] unexpected exception: %s\n", rank, e.what());
-      return kOtherError;
-    }
-  }
-
-  std::string base_;
-  std::string id_;
-  int world_;
-  std::vector<pid_t> pids_;  ///< -1 once reaped
-  std::vector<pid_t> all_pids_;
-  std::vector<Clock::time_point> started_;
-};
 
 // Expects rank `rank` to raise within the timeout + slack counted from `since`.
 void expect_raises(Job& job, int rank, Clock::time_point since) {
@@ -192,26 +59,6 @@ void expect_raises(Job& job, int rank, Clock::time_point since) {
   std::printf("[fault test] rank %d: %s after %.1f s\n", rank, outcome_name(outcome), seconds);
   EXPECT_TRUE(outcome == kTimeoutError || outcome == kDistributedError)
       << "rank " << rank << ": " << outcome_name(outcome) << " (exit " << outcome << ")";
-}
-
-// Nothing of the job's processes in /dev/shm (segment names carry their creator's pid).
-void expect_no_segments_of(const std::vector<pid_t>& pids) {
-  std::error_code ec;
-  for (const auto& entry : std::filesystem::directory_iterator("/dev/shm", ec)) {
-    const std::string name = entry.path().filename().string();
-    for (pid_t pid : pids) {
-      EXPECT_EQ(name.find("-" + std::to_string(pid) + "-"), std::string::npos)
-          << "/dev/shm/" << name << " of pid " << pid << " was left behind";
-    }
-  }
-}
-
-void expect_empty(const std::string& dir) {
-  std::error_code ec;
-  if (!std::filesystem::exists(dir, ec)) return;
-  for (const auto& entry : std::filesystem::directory_iterator(dir, ec)) {
-    ADD_FAILURE() << entry.path() << " was left in the rendezvous directory";
-  }
 }
 
 // A new 2-rank job on the same rendezvous directory and job id: it must rendezvous, reduce and
