@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <exception>
 #include <memory>
 #include <string>
 #include <vector>
@@ -76,6 +77,13 @@ enum class RankFailurePolicy {
   /// carrying those ranks, with the original message, instead; otherwise the error as it came.
   kIdentify,
 };
+
+/// `error` as the policy wants it: under kIdentify, a DistributedError (a TimeoutError included)
+/// after which find_dead_ranks() names any rank becomes a RankFailureError carrying them, its
+/// message extended with what the survivors can do; anything else, and everything under kPlain,
+/// is returned as it is. Every GroupCoordinator operation applies it to its errors; code that
+/// calls a DeviceCommunicator or a ProcessGroup directly may apply it itself.
+std::exception_ptr apply_rank_failure_policy(std::exception_ptr error);
 
 /// Chooses the policy for this process (every rank should choose the same). The initial policy
 /// comes from GROUPCOORD_RANK_FAILURE ("plain" or "identify"; unset: plain).

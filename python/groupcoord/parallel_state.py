@@ -30,6 +30,7 @@ from . import (
     init_distributed_environment,
     initialize_model_parallel,
     model_parallel_is_initialized,
+    shrink_model_parallel,
 )
 
 __all__ = [
@@ -57,4 +58,5 @@ __all__ = [
     "init_distributed_environment",
     "initialize_model_parallel",
     "model_parallel_is_initialized",
+    "shrink_model_parallel",
 ]

@@ -150,6 +150,16 @@ void bind_lifetime(GroupClass& cls) {
          },
          "Barrier on the CPU group (collective over the group).")
       .def(
+          "shrink",
+          [](const GroupPtr& g, std::vector<int> excluded_world_ranks) {
+            g->get();
+            run_blocking(BlockingKind::Wait,
+                         [g, excluded_world_ranks] { g->get().shrink(excluded_world_ranks); });
+          },
+          "excluded_world_ranks"_a,
+          "Collective over the surviving world ranks: removes these world ranks (numbered before "
+          "the shrink) from the world and this group, in place, and renumbers (docs/elastic.md).")
+      .def(
           "destroy",
           [](const GroupPtr& g) {
             g->get();

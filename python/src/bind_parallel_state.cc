@@ -136,12 +136,84 @@ Collective over ``pg`` (a ProcessGroup or GroupCoordinator): for each rank of th
 runs on the same node as group rank ``source_rank``.)doc");
 }
 
+/// A list of rank lists as a Python list of lists.
+py::list rank_lists(const std::vector<std::vector<int>>& lists) {
+  py::list out;
+  for (const auto& ranks : lists) out.append(py::cast(ranks));
+  return out;
+}
+
+RankFailurePolicy policy_arg(const std::string& name) {
+  if (name == "plain") return RankFailurePolicy::kPlain;
+  GC_CHECK(name == "identify", "set_rank_failure_policy: unknown policy '", name,
+           "': use 'plain' (errors as they come) or 'identify' (RankFailureError naming the dead "
+           "ranks)");
+  return RankFailurePolicy::kIdentify;
+}
+
+void bind_elastic(py::module_& m) {
+  py::class_<WorldShrink>(m, "WorldShrink", "What one shrink of the world did.")
+      .def_readonly("epoch", &WorldShrink::epoch, "1 for the world's first shrink, 2 for the next")
+      .def_readonly("excluded", &WorldShrink::excluded, "World ranks removed (old numbering).")
+      .def_readonly("new_rank_of", &WorldShrink::new_rank_of,
+                    "Old world rank -> new world rank, -1 for the excluded.");
+  py::class_<ModelParallelShrink>(m, "ModelParallelShrink", "What shrink_model_parallel did.")
+      .def_readonly("excluded", &ModelParallelShrink::excluded)
+      .def_readonly("new_rank_of", &ModelParallelShrink::new_rank_of)
+      .def_readonly("world_size", &ModelParallelShrink::world_size)
+      .def_readonly("rank", &ModelParallelShrink::rank)
+      .def_property_readonly(
+          "layout",
+          [](const ModelParallelShrink& s) {
+            py::dict layout;
+            layout["tp"] = rank_lists(s.layout.tp);
+            layout["dcp"] = rank_lists(s.layout.dcp);
+            layout["pcp"] = rank_lists(s.layout.pcp);
+            layout["pp"] = rank_lists(s.layout.pp);
+            layout["dp"] = rank_lists(s.layout.dp);
+            layout["ep"] = rank_lists(s.layout.ep);
+            return layout;
+          },
+          "Each kind's groups after the shrink (world ranks, new numbering), by kind name.");
+  m.def(
+      "shrink_model_parallel",
+      [](std::vector<int> excluded_world_ranks) {
+        return call_blocking(BlockingKind::Wait, [excluded_world_ranks] {
+          return shrink_model_parallel(excluded_world_ranks);
+        });
+      },
+      "excluded_world_ranks"_a, R"doc(
+Collective over the surviving world ranks: removes these world ranks (numbered before the shrink)
+from the world and every parallel_state group, renumbers, and returns a ModelParallelShrink
+(docs/elastic.md). The getters keep returning the same group objects.)doc");
+  m.def(
+      "shrink_world",
+      [](std::vector<int> excluded_world_ranks) {
+        return call_blocking(BlockingKind::Wait,
+                             [excluded_world_ranks] { return shrink_world(excluded_world_ranks); });
+      },
+      "excluded_world_ranks"_a,
+      "Collective over the survivors: shrinks the world alone (no coordinators built).");
+  m.def("find_dead_ranks", &find_dead_ranks,
+        "World ranks known dead (local and quick: this node's peers through /proc, others as "
+        "reported).");
+  m.def(
+      "set_rank_failure_policy",
+      [](const std::string& policy) { set_rank_failure_policy(policy_arg(policy)); }, "policy"_a,
+      "'plain' (errors as they come) or 'identify' (RankFailureError naming the dead ranks).");
+  m.def(
+      "get_rank_failure_policy",
+      [] { return rank_failure_policy() == RankFailurePolicy::kIdentify ? "identify" : "plain"; },
+      "The rank-failure policy in force.");
+}
+
 }  // namespace
 
 void bind_parallel_state(py::module_& module) {
   bind_setup(module);
   bind_getters(module);
   bind_node_queries(module);
+  bind_elastic(module);
 }
 
 }  // namespace python

@@ -2,7 +2,10 @@
 
 #include <stdexcept>
 
+#include <pybind11/stl.h>
+
 #include "groupcoord/errors.h"
+#include "groupcoord/world.h"
 
 namespace py = pybind11;
 
@@ -14,6 +17,7 @@ namespace {
 // destroyed after the interpreter.
 PyObject* g_distributed_error = nullptr;
 PyObject* g_timeout_error = nullptr;
+PyObject* g_rank_failure_error = nullptr;
 
 PyObject* new_exception(const char* name, const char* doc, PyObject* bases) {
   PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
@@ -25,12 +29,26 @@ void translate(std::exception_ptr error) {
   if (!translate_groupcoord_exception(error) && error) std::rethrow_exception(error);
 }
 
+/// A groupcoord.RankFailureError with its dead_ranks attribute.
+void set_rank_failure_error(const groupcoord::RankFailureError& e) {
+  py::object instance =
+      py::reinterpret_steal<py::object>(PyObject_CallFunction(g_rank_failure_error, "s", e.what()));
+  if (!instance) throw py::error_already_set();
+  instance.attr("dead_ranks") = py::cast(e.dead_ranks());
+  PyErr_SetObject(g_rank_failure_error, instance.ptr());
+}
+
 }  // namespace
 
 /// Most specific first: TimeoutError derives from DistributedError in C++.
 bool translate_groupcoord_exception(std::exception_ptr error) {
   try {
-    if (error) std::rethrow_exception(error);
+    // The fast paths call communicators directly, past the coordinator operations that apply
+    // the rank-failure policy in C++: apply it here too.
+    if (error) std::rethrow_exception(apply_rank_failure_policy(error));
+  } catch (const groupcoord::RankFailureError& e) {
+    set_rank_failure_error(e);
+    return true;
   } catch (const groupcoord::TimeoutError& e) {
     PyErr_SetString(g_timeout_error, e.what());
     return true;
@@ -57,7 +75,14 @@ void bind_errors(py::module_& module) {
                     "A deadline expired (C++: groupcoord::TimeoutError). Both a TimeoutError and a "
                     "DistributedError.",
                     timeout_bases.ptr());
+  g_rank_failure_error =
+      new_exception("groupcoord.RankFailureError",
+                    "A collective failed and the world ranks in .dead_ranks are dead (raised under "
+                    "set_rank_failure_policy('identify'); C++: groupcoord::RankFailureError). "
+                    "shrink_model_parallel(e.dead_ranks) on every survivor lets the job go on.",
+                    g_distributed_error);
   module.add_object("DistributedError", py::handle(g_distributed_error));
+  module.add_object("RankFailureError", py::handle(g_rank_failure_error));
   module.add_object("DistributedTimeoutError", py::handle(g_timeout_error));
   py::register_exception_translator(&translate);
 }

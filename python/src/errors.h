@@ -4,6 +4,10 @@
 //                                    groupcoord.DistributedError, as in C++ where TimeoutError
 //                                    derives from DistributedError)
 //   groupcoord::DistributedError  -> groupcoord.DistributedError (a RuntimeError)
+//   groupcoord::RankFailureError  -> groupcoord.RankFailureError (a DistributedError with
+//                                    .dead_ranks); under set_rank_failure_policy("identify") a
+//                                    DistributedError after which dead ranks are known becomes one
+//                                    here too (the fast paths bypass the coordinator's operations)
 #pragma once
 
 #include <pybind11/pybind11.h>

@@ -20,7 +20,6 @@
 #include "coordinator/host_transfers.h"
 #include "coordinator/mq_object_broadcaster.h"
 #include "coordinator/object_protocol.h"
-#include "coordinator/rank_failure.h"
 #include "coordinator/tensor_metadata.h"
 #include "core/shape.h"
 #include "groupcoord/check.h"
@@ -38,6 +37,16 @@ namespace groupcoord {
 using comm::check_dim;
 using comm::check_peer_rank;
 using namespace coordinator_detail;  // NOLINT: this file only implements the coordinator
+
+namespace {
+
+/// Rethrows the exception being handled as the rank-failure policy wants it (world.h); every
+/// public operation below ends in `catch (...) { rethrow_under_failure_policy(); }`.
+[[noreturn]] void rethrow_under_failure_policy() {
+  std::rethrow_exception(apply_rank_failure_policy(std::current_exception()));
+}
+
+}  // namespace
 
 // ---- Impl helpers ----------------------------------------------------------------------------
 

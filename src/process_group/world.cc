@@ -10,6 +10,7 @@
 #include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/default_timeout.h"
+#include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
 #include "process_group/rank_liveness.h"
 #include "process_group/shrink_agreement.h"
@@ -53,6 +54,35 @@ std::atomic<int>& failure_policy() {
     return static_cast<int>(RankFailurePolicy::kIdentify);
   }()};
   return policy;
+}
+
+/// The dead world ranks, or none when they cannot be found out (no world): the original error
+/// then stands.
+std::vector<int> dead_ranks_or_none() {
+  WorldState& world = state();
+  std::lock_guard<std::mutex> lock(world.mutex);
+  if (!world.initialized) return {};
+  try {
+    return world.liveness->dead_ranks();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+/// What the survivors of `dead` can do, for RankFailureError's message.
+std::string what_survivors_can_do(const std::vector<int>& dead) {
+  WorldState& world = state();
+  int host = -1;
+  {
+    std::lock_guard<std::mutex> lock(world.mutex);
+    host = world.info.store_host_rank;
+  }
+  if (std::find(dead.begin(), dead.end(), host) != dead.end()) {
+    return "world rank " + std::to_string(host) +
+           " hosted the world store, whose loss cannot be survived: restart the job";
+  }
+  return "shrink_model_parallel(" + detail::ranks_str(dead) +
+         ") on every survivor lets the job go on";
 }
 
 /// Collective over `group` (the world group): publishes this rank's identity, waits for every
@@ -194,6 +224,24 @@ std::vector<WorldShrink> world_shrinks() {
   WorldState& world = state();
   std::lock_guard<std::mutex> lock(world.mutex);
   return world.shrinks;
+}
+
+std::exception_ptr apply_rank_failure_policy(std::exception_ptr error) {
+  if (!error || rank_failure_policy() == RankFailurePolicy::kPlain) return error;
+  try {
+    std::rethrow_exception(error);
+  } catch (const RankFailureError&) {
+    return error;  // already identified (by an inner operation)
+  } catch (const DistributedError& e) {
+    const std::vector<int> dead = dead_ranks_or_none();
+    if (dead.empty()) return error;
+    return std::make_exception_ptr(
+        RankFailureError(std::string(e.what()) + " [world ranks " + detail::ranks_str(dead) +
+                             " are dead: " + what_survivors_can_do(dead) + "]",
+                         dead));
+  } catch (...) {
+  }
+  return error;
 }
 
 void set_rank_failure_policy(RankFailurePolicy policy) {
