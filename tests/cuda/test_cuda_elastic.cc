@@ -101,10 +101,10 @@ void survive_on_the_gpu(Job& job, int rank) {
     Job::fail(rank, "the EP group is not the two survivors");
   }
   const SymmetricMemoryStats fresh = ep.symmetric_memory_stats();
-  std::fprintf(stderr, "[rank %d] after the shrink: symmetric %s (%s), windows %lld (before %lld)\n",
-               rank, fresh.enabled ? "on" : "off", fresh.disabled_reason.c_str(),
-               static_cast<long long>(fresh.windows_registered),
-               static_cast<long long>(windows_before));
+  std::fprintf(
+      stderr, "[rank %d] after the shrink: symmetric %s (%s), windows %lld (before %lld)\n", rank,
+      fresh.enabled ? "on" : "off", fresh.disabled_reason.c_str(),
+      static_cast<long long>(fresh.windows_registered), static_cast<long long>(windows_before));
   // The CUDA collectives over the survivors, against sequential results.
   const float me = static_cast<float>(rank);
   for (int round = 0; round < 3; ++round) {
@@ -119,8 +119,8 @@ void survive_on_the_gpu(Job& job, int rank) {
              [](std::size_t) { return 5.0f; });
   const SymmetricMemoryStats after = ep.symmetric_memory_stats();
   if (fresh.enabled && after.windows_registered != 1) {
-    Job::fail(rank, "the new communicator registered " +
-                        std::to_string(after.windows_registered) + " windows, not one");
+    Job::fail(rank, "the new communicator registered " + std::to_string(after.windows_registered) +
+                        " windows, not one");
   }
   if (fresh.enabled && after.symmetric_calls == 0) {
     Job::fail(rank, "no collective went through the new communicator's window");
@@ -148,7 +148,8 @@ TEST(CudaElastic, SurvivorsShrinkTheNcclCommunicatorAndComputeRightResults) {
   const auto deadline = Clock::now() + 120s;
   for (int r : {0, 1}) {
     const int outcome = job.wait_exit(r, deadline);
-    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << testing::outcome_name(outcome);
+    EXPECT_EQ(outcome, testing::kCompleted)
+        << "rank " << r << ": " << testing::outcome_name(outcome);
   }
 }
 
