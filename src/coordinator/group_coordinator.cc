@@ -70,15 +70,17 @@ DeviceCommunicatorContext GroupCoordinator::Impl::communicator_context() const {
 
 void GroupCoordinator::Impl::make_communicators() {
   if (!use_device_communicator || world_size <= 1) return;
-  const DeviceCommunicatorContext context = communicator_context();
-  communicator = create_device_communicator(backend_info.communicator, context);
-  if (!device.is_cpu()) {
-    // Host tensors of a CUDA coordinator travel over its CPU group, through the cpu
-    // communicator (the device one takes device tensors only).
-    DeviceCommunicatorContext host_context = context;
-    host_context.device = Device::cpu();
-    host_communicator = create_device_communicator("cpu", host_context);
-  }
+  communicator = create_device_communicator(backend_info.communicator, communicator_context());
+  make_host_communicator();
+}
+
+void GroupCoordinator::Impl::make_host_communicator() {
+  if (device.is_cpu()) return;
+  // Host tensors of a CUDA coordinator travel over its CPU group, through the cpu communicator
+  // (the device one takes device tensors only).
+  DeviceCommunicatorContext host_context = communicator_context();
+  host_context.device = Device::cpu();
+  host_communicator = create_device_communicator("cpu", host_context);
 }
 
 DeviceCommunicator& GroupCoordinator::Impl::require_communicator(const char* op) const {
@@ -294,11 +296,7 @@ void GroupCoordinator::Impl::shrink_groups(const std::vector<int>& excluded,
     if (shrunk) {
       retired_communicators.push_back(std::move(communicator));
       communicator = std::move(shrunk);
-      if (!device.is_cpu()) {
-        DeviceCommunicatorContext host_context = communicator_context();
-        host_context.device = Device::cpu();
-        host_communicator = create_device_communicator("cpu", host_context);
-      }
+      make_host_communicator();
     } else {
       retire(std::move(communicator));
       make_communicators();
@@ -524,11 +522,9 @@ std::shared_ptr<DeviceCommunicator> GroupCoordinator::make_sibling_device_group(
   Impl& s = *impl_;
   s.check_alive("make_sibling_device_group");
   const std::string name = s.unique_name + "/" + group_desc.value_or("sibling");
-  DeviceCommunicatorContext context;
-  context.cpu_group = s.cpu_group;
-  context.device = s.device;
+  DeviceCommunicatorContext context = s.communicator_context();
+  context.device_group = nullptr;
   context.unique_name = name;
-  context.use_all2all = s.use_all2all;
   // Collective over all world ranks for the gloo backend (one new group per list, as vLLM's
   // new_group loop); an NCCL communicator makes its own connections from the CPU group.
   if (s.backend_info.gloo_device_group) {

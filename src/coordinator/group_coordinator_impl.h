@@ -64,6 +64,8 @@ struct GroupCoordinator::Impl {
   /// The device communicator (and, for a device backend, the host one) when the group has more
   /// than one rank and use_device_communicator; collective over the group.
   void make_communicators();
+  /// CUDA backends: the "cpu" communicator over cpu_group that carries host tensors.
+  void make_host_communicator();
   /// Collective over the survivors: new groups, communicators and queue without the group ranks
   /// `excluded` (possibly none), with `new_world_ranks` as the members' world ranks.
   void shrink_groups(const std::vector<int>& excluded, const std::vector<int>& new_world_ranks);
