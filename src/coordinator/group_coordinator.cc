@@ -288,22 +288,30 @@ void GroupCoordinator::Impl::shrink_groups(const std::vector<int>& excluded,
     retired_communicators.push_back(std::move(old));
   };
   retire(std::move(host_communicator));
-  if (communicator && world_size > 1) {
-    // The communicator first tries to keep its connections (NCCL's ncclCommShrink); every
-    // survivor gets the same answer, so all take the same branch below.
-    std::unique_ptr<DeviceCommunicator> shrunk =
-        communicator->shrink(excluded, communicator_context());
-    if (shrunk) {
-      retired_communicators.push_back(std::move(communicator));
-      communicator = std::move(shrunk);
-      make_host_communicator();
-    } else {
-      retire(std::move(communicator));
-      make_communicators();
-    }
+  if (!communicator) return remake_queue();
+  // The communicator first tries to keep its connections (NCCL's ncclCommShrink); every
+  // survivor gets the same answer, so all take the same branch below. Asked also when one rank
+  // is left (which needs no communicator): a backend lets go of a dead peer there without waiting
+  // for it.
+  std::unique_ptr<DeviceCommunicator> shrunk =
+      communicator->shrink(excluded, communicator_context());
+  if (shrunk) {
+    retired_communicators.push_back(std::move(communicator));
   } else {
     retire(std::move(communicator));
   }
+  if (world_size <= 1) {
+    retire(std::move(shrunk));
+  } else if (shrunk) {
+    communicator = std::move(shrunk);
+    make_host_communicator();
+  } else {
+    make_communicators();
+  }
+  remake_queue();
+}
+
+void GroupCoordinator::Impl::remake_queue() {
   if (use_message_queue_broadcaster && world_size > 1) {
     mq_broadcaster = coordinator_detail::make_mq_object_broadcaster(cpu_group, unique_name);
   }

@@ -69,6 +69,8 @@ struct GroupCoordinator::Impl {
   /// Collective over the survivors: new groups, communicators and queue without the group ranks
   /// `excluded` (possibly none), with `new_world_ranks` as the members' world ranks.
   void shrink_groups(const std::vector<int>& excluded, const std::vector<int>& new_world_ranks);
+  /// The message-queue broadcaster over cpu_group, when the group wants one and has peers.
+  void remake_queue();
   /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.
   DeviceCommunicator& require_communicator(const char* op) const;
   /// The communicator for `tensor`: host_communicator for host tensors when there is one (nccl

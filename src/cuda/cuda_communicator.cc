@@ -42,6 +42,11 @@ std::unique_ptr<DeviceCommunicator> make_cuda_communicator(
 }
 
 CudaCommunicator::CudaCommunicator(const DeviceCommunicatorContext& context)
+    : CudaCommunicator(context, nullptr) {}
+
+CudaCommunicator::CudaCommunicator(const DeviceCommunicatorContext& context,
+                                   std::shared_ptr<cuda::NcclComm> nccl,
+                                   std::unique_ptr<cuda::SymmetricMemory> symmetric)
     : name_(pick_name(context)),
       device_(context.device),
       cpu_group_(context.cpu_group),
@@ -53,8 +58,10 @@ CudaCommunicator::CudaCommunicator(const DeviceCommunicatorContext& context)
   rank_ = cpu_group_->rank();
   world_size_ = cpu_group_->size();
   init_cuda_layer();  // outputs need the CUDA allocator, dim moves the copy kernel
-  nccl_ = cuda::NcclComm::create(cpu_group_, device_, name_);
-  symmetric_ = std::make_unique<cuda::SymmetricMemory>(*nccl_, cuda::nccl_api());  // collective
+  nccl_ = nccl ? std::move(nccl) : cuda::NcclComm::create(cpu_group_, device_, name_);
+  symmetric_ =
+      symmetric ? std::move(symmetric)
+                : std::make_unique<cuda::SymmetricMemory>(*nccl_, cuda::nccl_api());  // collective
   if (use_all2all_) {
     all2all_ = std::make_unique<comm::NaiveAll2All>(*this, device_, cpu_group_, name_);
   }
@@ -70,6 +77,11 @@ CudaCommunicator::~CudaCommunicator() {
 
 cuda::NcclComm& CudaCommunicator::nccl(const char* op) const {
   if (destroyed_.load()) {
+    if (replaced_by_shrink_) {
+      GC_THROW(DistributedError, name_, " ", op,
+               ": this cuda communicator was replaced when the group shrank; use the group's "
+               "current communicator");
+    }
     GC_THROW(DistributedError, name_, " ", op, ": the cuda communicator was destroyed");
   }
   return *nccl_;
@@ -88,6 +100,33 @@ void CudaCommunicator::synchronize() {
 void CudaCommunicator::destroy() {
   if (destroyed_.exchange(true)) return;
   if (nccl_) nccl_->destroy();
+}
+
+std::unique_ptr<DeviceCommunicator> CudaCommunicator::shrink(
+    const std::vector<int>& excluded, const DeviceCommunicatorContext& context) {
+  GC_CHECK(context.cpu_group != nullptr, name_, " shrink: the context has no cpu_group");
+  GC_CHECK(context.device == device_, name_, " shrink: the survivors' communicator must stay on ",
+           device_.str(), ", not ", context.device.str());
+  GC_CHECK(nccl_ != nullptr, name_, " shrink: this cuda communicator was already replaced");
+  // Collective over context.cpu_group, even when this communicator was destroyed (then nullptr).
+  // Non-empty `excluded`: nccl_ is abandoned on return, whatever the answer.
+  std::shared_ptr<cuda::NcclComm> kept = nccl_->shrink(excluded, context.cpu_group);
+  if (!kept) return nullptr;
+  std::unique_ptr<DeviceCommunicator> next;
+  if (kept == nccl_) {
+    // Nobody left: the same NCCL communicator (now over the new CPU group) and its symmetric
+    // memory, whose windows stay registered on it, pass on; destroy() here must not release them.
+    next.reset(new CudaCommunicator(context, kept, std::move(symmetric_)));
+    nccl_.reset();
+  } else {
+    // A new NCCL communicator: the new symmetric memory registers its windows on it (collective).
+    next.reset(new CudaCommunicator(context, std::move(kept)));
+  }
+  replaced_by_shrink_ = true;
+  destroyed_.store(true);
+  GC_LOG(Debug, name_, " cuda communicator: replaced by one over the survivors (rank ",
+         next->rank_in_group(), " of ", next->world_size(), ")");
+  return next;
 }
 
 // -------------------------------------------------------------------------------------------------

@@ -30,6 +30,14 @@
 //   dispatch/combine  the naive all-to-all: all_gatherv / reduce_scatterv along dim 0 with the
 //                   token counts exchanged over cpu_group (as the cpu communicator)
 //
+// Shrink (GroupCoordinator::shrink): shrink() keeps the NCCL connections where it can. Nobody
+// excluded (only world ranks renumbered): the same NcclComm, moved onto the new CPU group, and the
+// same symmetric memory (its windows stay registered on that communicator) pass to the new
+// communicator, and this one lets go of them without destroying them. Otherwise
+// NcclComm::shrink (ncclCommShrink); the new communicator registers its symmetric windows anew
+// on the shrunk NCCL communicator, and this one's NcclComm is abandoned (aborted, windows kept).
+// Either way this communicator is retired: its later calls throw DistributedError.
+//
 // Collective rule: every method except send/recv/isend/irecv must be called by every rank of the
 // group, in the same order, with matching shapes and dtypes. Arguments are checked before
 // anything is enqueued. Nothing hangs: a peer that does not take part makes the watchdog abort
@@ -131,11 +139,25 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// the operation when the communicator broke meanwhile (not collective).
   void synchronize();
 
+  /// Collective over the survivors (context.cpu_group, already shrunk): a communicator over
+  /// them made from this one's NCCL communicator, or nullptr on every survivor when it cannot be
+  /// kept (NcclComm::shrink says when; the caller then creates a fresh one). Retires this one
+  /// (see the file comment). Not to be called concurrently with other methods.
+  std::unique_ptr<DeviceCommunicator> shrink(const std::vector<int>& excluded,
+                                             const DeviceCommunicatorContext& context) override;
+
   /// Releases the NCCL communicator (bounded, see NcclComm::destroy). Idempotent; later calls
   /// throw DistributedError. Not to be called concurrently with other methods.
   void destroy() override;
 
  private:
+  /// A communicator around `nccl` (already over context.cpu_group), as the public constructor
+  /// builds one around a communicator it creates (nccl == nullptr: it creates it). `symmetric`,
+  /// when given, is `nccl`'s symmetric memory taken over from a communicator retired by a
+  /// shrink; otherwise a new one is agreed on (collective) and registers its own windows.
+  CudaCommunicator(const DeviceCommunicatorContext& context, std::shared_ptr<cuda::NcclComm> nccl,
+                   std::unique_ptr<cuda::SymmetricMemory> symmetric = nullptr);
+
   /// The NCCL communicator, or DistributedError naming the group and `op` after destroy().
   cuda::NcclComm& nccl(const char* op) const;
   comm::OpLabel label(const char* op) const { return comm::OpLabel{name_, op}; }
@@ -206,6 +228,8 @@ class CudaCommunicator final : public DeviceCommunicator {
   /// all_gatherv / reduce_scatterv, token counts over the CPU group.
   std::unique_ptr<comm::NaiveAll2All> all2all_;
   std::atomic<bool> destroyed_{false};
+  /// Set (before destroyed_) when a shrink replaced this communicator: its errors say so.
+  bool replaced_by_shrink_ = false;
 };
 
 }  // namespace groupcoord

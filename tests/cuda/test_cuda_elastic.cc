@@ -1,9 +1,10 @@
-// Surviving a dead rank on the GPU (docs/elastic.md): 3 forked ranks on the nccl backend
+// Surviving a dead rank on the GPU (docs/elastic.md): 4 forked ranks on the nccl backend
 // (tests/harness/forked_job.h; several ranks share a GPU through their own NCCL host ids), with
-// NCCL symmetric memory on. Rank 2 is SIGKILLed while the ranks all-reduce on the EP group; the
-// survivors get RankFailureError, shrink (ncclCommShrink where the loaded NCCL has it, else a new
-// communicator), and the CUDA collectives then give the right results at world size 2, with the
-// scratch window registered once on the new communicator. Skips where no GPU is visible (the
+// NCCL symmetric memory on. Rank 3 is SIGKILLed while the ranks all-reduce on the EP group (the
+// watchdog aborts that NCCL communicator, so the survivors create a new one); then rank 2 while
+// the survivors sit in a CPU barrier (EP's NCCL communicator is still alive: ncclCommShrink keeps
+// it where the loaded NCCL has it). After each shrink the CUDA collectives give the right results
+// and the new communicator registers its scratch window once. Skips where no GPU is visible (the
 // probe runs in a child: CUDA must not be initialised in the process that forks the ranks).
 #include <cuda_runtime_api.h>
 #include <sys/wait.h>
@@ -74,57 +75,81 @@ void expect_all(int rank, const std::string& what, const Tensor& t, float (*expe
   }
 }
 
-void survive_on_the_gpu(Job& job, int rank) {
-  set_rank_failure_policy(RankFailurePolicy::kIdentify);
-  initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/3);  // EP spans the world
-  GroupCoordinator& ep = get_ep_group();
+/// The CUDA collectives on `ep` against sequential results, then the new communicator's windows.
+void check_cuda_collectives(GroupCoordinator& ep, int rank, const std::string& when) {
   const Device device = ep.device();
-  Tensor x = device_filled(1 << 16, 1.0f, device);
-  ep.all_reduce(x);
-  cudaDeviceSynchronize();
-  const std::int64_t windows_before = ep.symmetric_memory_stats().windows_registered;
-  job.at(rank, "working");
-  std::vector<int> dead;
+  const int n = ep.world_size();
+  const float me = static_cast<float>(ep.rank_in_group());
+  const float total = n * (n + 1) / 2.0f;
+  for (int round = 0; round < 3; ++round) {
+    expect_all(
+        rank, when + " all_reduce", ep.all_reduce(device_filled(1 << 16, me + 1.0f, device)),
+        [](std::size_t) { return 1.0f; }, total);
+  }
+  expect_all(rank, when + " all_gather", ep.all_gather(device_filled(4, me, device), 0),
+             [](std::size_t i) { return static_cast<float>(i / 4); });
+  expect_all(
+      rank, when + " reduce_scatter", ep.reduce_scatter(device_filled(2 * n, me + 1.0f, device), 0),
+      [](std::size_t) { return 1.0f; }, total);
+  expect_all(rank, when + " broadcast",
+             ep.broadcast(device_filled(16, me == n - 1 ? 5.0f : 0.0f, device), n - 1),
+             [](std::size_t) { return 5.0f; });
+  const SymmetricMemoryStats stats = ep.symmetric_memory_stats();
+  std::fprintf(stderr, "[rank %d] %s: symmetric %s%s, windows %lld, symmetric calls %lld\n", rank,
+               when.c_str(), stats.enabled ? "on" : "off", stats.disabled_reason.c_str(),
+               static_cast<long long>(stats.windows_registered),
+               static_cast<long long>(stats.symmetric_calls));
+  if (stats.enabled && stats.windows_registered != 1) {
+    Job::fail(rank, when + ": the new communicator registered " +
+                        std::to_string(stats.windows_registered) + " windows, not one");
+  }
+  if (stats.enabled && stats.symmetric_calls == 0) {
+    Job::fail(rank, when + ": no collective went through the new communicator's window");
+  }
+}
+
+/// The dead ranks of the RankFailureError that `step` (repeated) ends with.
+template <typename Step>
+std::vector<int> until_a_death(Job& job, int rank, const std::string& marker, Step step) {
+  step();
+  job.at(rank, marker);
   try {
-    for (;;) {
-      ep.all_reduce(x);
-      if (cudaDeviceSynchronize() != cudaSuccess) Job::fail(rank, "cudaDeviceSynchronize failed");
-    }
+    for (;;) step();
   } catch (const RankFailureError& e) {
     std::fprintf(stderr, "[rank %d] RankFailureError: %s\n", rank, e.what());
-    dead = e.dead_ranks();
+    return e.dead_ranks();
   }
-  if (dead != std::vector<int>{2}) Job::fail(rank, "the error did not name world rank 2");
-  const ModelParallelShrink shrink = shrink_model_parallel(dead);
-  job.at(rank, "shrunk");
+}
+
+void survive_on_the_gpu(Job& job, int rank) {
+  set_rank_failure_policy(RankFailurePolicy::kIdentify);
+  initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/4);  // EP spans the world
+  GroupCoordinator& ep = get_ep_group();
+  check_cuda_collectives(ep, rank, "world size 4");
+  Tensor x = device_filled(1 << 16, 1.0f, ep.device());
+
+  // Death during a CUDA collective: the watchdog aborts EP's NCCL communicator.
+  std::vector<int> dead = until_a_death(job, rank, "working-4", [&] {
+    ep.all_reduce(x);
+    if (cudaDeviceSynchronize() != cudaSuccess) Job::fail(rank, "cudaDeviceSynchronize failed");
+  });
+  if (dead != std::vector<int>{3}) Job::fail(rank, "the first error did not name world rank 3");
+  ModelParallelShrink shrink = shrink_model_parallel(dead);
+  job.at(rank, "shrunk-3");
+  if (shrink.world_size != 3 || ep.world_size() != 3 || ep.rank_in_group() != rank) {
+    Job::fail(rank, "the EP group is not the three survivors");
+  }
+  check_cuda_collectives(ep, rank, "world size 3");
+
+  // Death while the survivors wait in a CPU barrier: EP's NCCL communicator is alive.
+  dead = until_a_death(job, rank, "working-3", [] { get_world_group().barrier(); });
+  if (dead != std::vector<int>{2}) Job::fail(rank, "the second error did not name world rank 2");
+  shrink = shrink_model_parallel(dead);
+  job.at(rank, "shrunk-2");
   if (shrink.world_size != 2 || ep.world_size() != 2 || ep.rank_in_group() != rank) {
     Job::fail(rank, "the EP group is not the two survivors");
   }
-  const SymmetricMemoryStats fresh = ep.symmetric_memory_stats();
-  std::fprintf(
-      stderr, "[rank %d] after the shrink: symmetric %s (%s), windows %lld (before %lld)\n", rank,
-      fresh.enabled ? "on" : "off", fresh.disabled_reason.c_str(),
-      static_cast<long long>(fresh.windows_registered), static_cast<long long>(windows_before));
-  // The CUDA collectives over the survivors, against sequential results.
-  const float me = static_cast<float>(rank);
-  for (int round = 0; round < 3; ++round) {
-    expect_all(rank, "all_reduce", ep.all_reduce(device_filled(1 << 16, me + 1.0f, device)),
-               [](std::size_t) { return 3.0f; });
-  }
-  expect_all(rank, "all_gather", ep.all_gather(device_filled(4, me, device), 0),
-             [](std::size_t i) { return static_cast<float>(i / 4); });
-  expect_all(rank, "reduce_scatter", ep.reduce_scatter(device_filled(8, me + 1.0f, device), 0),
-             [](std::size_t) { return 3.0f; });
-  expect_all(rank, "broadcast", ep.broadcast(device_filled(16, rank == 1 ? 5.0f : 0.0f, device), 1),
-             [](std::size_t) { return 5.0f; });
-  const SymmetricMemoryStats after = ep.symmetric_memory_stats();
-  if (fresh.enabled && after.windows_registered != 1) {
-    Job::fail(rank, "the new communicator registered " + std::to_string(after.windows_registered) +
-                        " windows, not one");
-  }
-  if (fresh.enabled && after.symmetric_calls == 0) {
-    Job::fail(rank, "no collective went through the new communicator's window");
-  }
+  check_cuda_collectives(ep, rank, "world size 2");
   get_world_group().barrier();
 }
 
@@ -136,14 +161,17 @@ TEST(CudaElastic, SurvivorsShrinkTheNcclCommunicatorAndComputeRightResults) {
   options.backend = "nccl";
   options.timeout = 20s;
   options.nccl_host_per_rank = true;
-  Job job(dir.path(), "cuda-elastic-" + std::to_string(::getpid()), 3, options);
-  for (int r = 0; r < 3; ++r) job.start(r, survive_on_the_gpu);
-  for (int r = 0; r < 3; ++r) ASSERT_TRUE(job.wait_for(r, "working", 120s)) << "rank " << r;
-  const auto killed = job.kill(2);
-  for (int r : {0, 1}) {
-    EXPECT_TRUE(job.wait_for(r, "shrunk", 60s)) << "rank " << r << " did not shrink";
-  }
-  std::printf("[cuda elastic] survivors shrunk %.2f s after the kill\n",
+  Job job(dir.path(), "cuda-elastic-" + std::to_string(::getpid()), 4, options);
+  for (int r = 0; r < 4; ++r) job.start(r, survive_on_the_gpu);
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 120s)) << "rank " << r;
+  auto killed = job.kill(3);
+  for (int r : {0, 1, 2}) EXPECT_TRUE(job.wait_for(r, "shrunk-3", 60s)) << "rank " << r;
+  std::printf("[cuda elastic] 4 -> 3 (killed in a CUDA all_reduce): shrunk %.2f s after the kill\n",
+              std::chrono::duration<double>(Clock::now() - killed).count());
+  for (int r : {0, 1, 2}) ASSERT_TRUE(job.wait_for(r, "working-3", 120s)) << "rank " << r;
+  killed = job.kill(2);
+  for (int r : {0, 1}) EXPECT_TRUE(job.wait_for(r, "shrunk-2", 60s)) << "rank " << r;
+  std::printf("[cuda elastic] 3 -> 2 (killed in a CPU barrier): shrunk %.2f s after the kill\n",
               std::chrono::duration<double>(Clock::now() - killed).count());
   const auto deadline = Clock::now() + 120s;
   for (int r : {0, 1}) {

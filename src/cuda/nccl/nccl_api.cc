@@ -58,6 +58,7 @@ void resolve_all(void* handle, const std::string& path, NcclApi& api) {
   resolve(handle, path, "ncclCommAbort", api.CommAbort, true);
   resolve(handle, path, "ncclCommSplit", api.CommSplit, true);
   resolve(handle, path, "ncclCommGetAsyncError", api.CommGetAsyncError, true);
+  resolve(handle, path, "ncclCommShrink", api.CommShrink, false);
   resolve(handle, path, "ncclAllReduce", api.AllReduce, true);
   resolve(handle, path, "ncclAllGather", api.AllGather, true);
   resolve(handle, path, "ncclReduceScatter", api.ReduceScatter, true);

@@ -40,6 +40,10 @@ struct NcclApi {
   ncclResult_t (*CommAbort)(ncclComm_t) = nullptr;
   ncclResult_t (*CommSplit)(ncclComm_t, int, int, ncclComm_t*, ncclConfig_t*) = nullptr;
   ncclResult_t (*CommGetAsyncError)(ncclComm_t, ncclResult_t*) = nullptr;
+  /// Optional (NCCL >= 2.27); nullptr when the library lacks it. A communicator over the ranks
+  /// not in the list (NCCL_SHRINK_DEFAULT, or NCCL_SHRINK_ABORT to stop the parent's operations
+  /// first); NCCL 2.27-2.30 refuse an empty list (ncclInvalidArgument).
+  ncclResult_t (*CommShrink)(ncclComm_t, int*, int, ncclComm_t*, ncclConfig_t*, int) = nullptr;
   ncclResult_t (*AllReduce)(const void*, void*, size_t, ncclDataType_t, ncclRedOp_t, ncclComm_t,
                             cudaStream_t) = nullptr;
   ncclResult_t (*AllGather)(const void*, void*, size_t, ncclDataType_t, ncclComm_t,

@@ -12,6 +12,7 @@
 #include <exception>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "bootstrap/env_parse.h"
@@ -89,7 +90,7 @@ std::shared_ptr<NcclComm> NcclComm::create(std::shared_ptr<ProcessGroup> group, 
   agree_on_readiness(*group, name, local_error, api != nullptr ? api->version : 0);
   std::shared_ptr<NcclComm> comm(new NcclComm(*api, std::move(group), device, std::move(name)));
   comm->init_communicator(comm->exchange_unique_id());
-  comm->watchdog_ = std::thread([raw = comm.get()] { raw->watchdog_loop(); });
+  comm->start_watchdog();
   GC_LOG(Debug, comm->name_, ": NCCL communicator ready (rank ", comm->rank_, " of ", comm->size_,
          " on ", device.str(), ", NCCL ", version_str(api->version), ")");
   return comm;
@@ -138,9 +139,17 @@ ncclUniqueId NcclComm::exchange_unique_id() {
 void NcclComm::init_communicator(const ncclUniqueId& id) {
   DeviceGuard guard(device_);
   const auto deadline = std::chrono::steady_clock::now() + timeout_;
-  ncclComm_t parent = init_parent(id, deadline);
+  adopt(finish_init(init_parent(id, deadline), deadline));
+}
+
+ncclComm_t NcclComm::finish_init(ncclComm_t parent,
+                                 std::chrono::steady_clock::time_point deadline) {
   ncclComm_t comm = split_blocking(parent, deadline);
   retire_parent(parent);
+  return comm;
+}
+
+void NcclComm::adopt(ncclComm_t comm) {
   // Before the first operation, so that none of the first thousands pays for its event. A
   // failure here is not fatal: the operations create the missing events (and report errors).
   const cudaError_t events = in_flight_.create_events();
@@ -154,31 +163,44 @@ void NcclComm::init_communicator(const ncclUniqueId& id) {
   live_comm_.store(comm, std::memory_order_release);
 }
 
+void NcclComm::start_watchdog() {
+  watchdog_ = std::thread([this] { watchdog_loop(); });
+}
+
 ncclComm_t NcclComm::init_parent(const ncclUniqueId& id,
                                  std::chrono::steady_clock::time_point deadline) {
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 0;  // every call returns at once; we poll with a deadline
   ncclComm_t comm = nullptr;
-  ncclResult_t state = api_->CommInitRankConfig(&comm, size_, id, rank_, &config);
+  const ncclResult_t state = api_->CommInitRankConfig(&comm, size_, id, rank_, &config);
+  wait_initialised(comm, state, deadline, "NCCL initialisation",
+                   "did every rank of the group create the communicator?");
+  return comm;
+}
+
+void NcclComm::wait_initialised(ncclComm_t comm, ncclResult_t state,
+                                std::chrono::steady_clock::time_point deadline, const char* what,
+                                const char* hint) {
   for (int round = 0; state == ncclInProgress && comm != nullptr; ++round) {
     if (std::chrono::steady_clock::now() >= deadline) {
       api_->CommAbort(comm);
-      GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
-               size_, " on ", device_.str(), ") did not complete within ", timeout_.count(),
-               " ms; did every rank of the group create the communicator?");
+      GC_THROW(TimeoutError, name_, " cuda communicator: ", what, " (rank ", rank_, " of ", size_,
+               " on ", device_.str(), ") did not complete within ", timeout_.count(), " ms; ",
+               hint);
     }
     poll_pause(round);
     api_->CommGetAsyncError(comm, &state);
   }
-  if (state != ncclSuccess) {
+  if (state != ncclSuccess || comm == nullptr) {
     std::string detail;
     if (comm != nullptr && api_->GetLastError != nullptr) detail = api_->GetLastError(comm);
     if (comm != nullptr) api_->CommAbort(comm);
-    GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
-             " of ", size_, " on ", device_.str(), ") failed: ", nccl_result_text(state),
+    GC_THROW(DistributedError, name_, " cuda communicator: ", what, " (rank ", rank_, " of ", size_,
+             " on ", device_.str(), ") failed: ",
+             comm == nullptr && state == ncclSuccess ? std::string("NCCL made no communicator")
+                                                     : nccl_result_text(state),
              detail.empty() ? "" : ": ", detail);
   }
-  return comm;
 }
 
 ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
@@ -190,29 +212,16 @@ ncclComm_t NcclComm::split_blocking(ncclComm_t parent,
   ncclResult_t state = api_->CommSplit(parent, /*color=*/0, /*key=*/rank_, &child, &config);
   // On a non-blocking parent the split returns ncclSuccess at once and runs on NCCL's thread,
   // which marks the parent ncclInProgress until it is done: the parent's state is the answer.
+  // Expiry aborts the parent, which also stops the child's initialisation.
   if (state == ncclSuccess || state == ncclInProgress) api_->CommGetAsyncError(parent, &state);
-  for (int round = 0; state == ncclInProgress; ++round) {
-    if (std::chrono::steady_clock::now() >= deadline) {
-      api_->CommAbort(parent);  // also stops the child's initialisation
-      GC_THROW(TimeoutError, name_, " cuda communicator: NCCL initialisation (rank ", rank_, " of ",
-               size_, " on ", device_.str(),
-               ", the blocking communicator) did not complete "
-               "within ",
-               timeout_.count(), " ms; did every rank of the group create it?");
-    }
-    poll_pause(round);
-    api_->CommGetAsyncError(parent, &state);
-  }
+  wait_initialised(parent, state, deadline, "NCCL initialisation of the blocking communicator",
+                   "did every rank of the group create it?");
   child = *static_cast<volatile ncclComm_t*>(&child);  // written by NCCL's thread
-  if (state != ncclSuccess || child == nullptr) {
-    std::string detail;
-    if (api_->GetLastError != nullptr) detail = api_->GetLastError(parent);
+  if (child == nullptr) {
     api_->CommAbort(parent);
     GC_THROW(DistributedError, name_, " cuda communicator: NCCL initialisation (rank ", rank_,
              " of ", size_, " on ", device_.str(),
-             ", splitting off the blocking communicator) "
-             "failed: ",
-             nccl_result_text(state), detail.empty() ? "" : ": ", detail);
+             ", splitting off the blocking communicator) made no communicator");
   }
   return child;
 }
@@ -233,6 +242,220 @@ void NcclComm::retire_parent(ncclComm_t parent) {
            nccl_result_text(state), "); aborting it");
     api_->CommAbort(parent);
   }
+}
+
+// -------------------------------------------------------------------------------------------------
+// Shrink (nccl_comm.h): agree, ncclCommShrink as a watched call, the end of creation on the child,
+// agree on the outcome; the old communicator abandoned.
+
+#ifndef NCCL_SHRINK_DEFAULT  // an nccl.h older than 2.27; the values are NCCL's
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+#endif
+
+namespace {
+
+// How long shrink() waits for the operations in flight before it has NCCL stop them
+// (NCCL_SHRINK_ABORT): an operation that involves the dead peer never completes.
+constexpr std::chrono::milliseconds kShrinkDrain{200};
+
+// A survivor's answer in shrink()'s agreement; the smallest wins.
+constexpr std::int32_t kCannotShrink = 0;
+constexpr std::int32_t kShrinkAborting = 1;  // operations still in flight: NCCL_SHRINK_ABORT
+constexpr std::int32_t kShrinkClean = 2;     // NCCL_SHRINK_DEFAULT
+
+// Sets a flag for the life of a scope.
+class ScopedFlag {
+ public:
+  explicit ScopedFlag(std::atomic<bool>& flag) : flag_(flag) { flag_.store(true); }
+  ~ScopedFlag() { flag_.store(false); }
+  ScopedFlag(const ScopedFlag&) = delete;
+  ScopedFlag& operator=(const ScopedFlag&) = delete;
+
+ private:
+  std::atomic<bool>& flag_;
+};
+
+}  // namespace
+
+std::shared_ptr<NcclComm> NcclComm::shrink(const std::vector<int>& excluded,
+                                           std::shared_ptr<ProcessGroup> new_group) {
+  // The arguments are the same on every survivor (the caller agreed on them), so a bad one
+  // throws on all of them before anyone waits for the others.
+  GC_CHECK(new_group != nullptr, name_, " shrink: no CPU group over the survivors");
+  std::vector<int> ranks = excluded;  // sorted; NCCL sorts its argument in place anyway
+  std::sort(ranks.begin(), ranks.end());
+  GC_CHECK(std::adjacent_find(ranks.begin(), ranks.end()) == ranks.end(), name_,
+           " shrink: a rank is excluded twice");
+  GC_CHECK(ranks.empty() || (ranks.front() >= 0 && ranks.back() < size_), name_,
+           " shrink: the excluded ranks must be ranks of the group (0 to ", size_ - 1, ")");
+  GC_CHECK(!std::binary_search(ranks.begin(), ranks.end(), rank_), name_, " shrink: rank ", rank_,
+           " is excluded; only the survivors shrink the communicator");
+  const int below =
+      static_cast<int>(std::lower_bound(ranks.begin(), ranks.end(), rank_) - ranks.begin());
+  GC_CHECK(new_group->size() == size_ - static_cast<int>(ranks.size()) &&
+               new_group->rank() == rank_ - below,
+           name_, " shrink: the survivors' group (rank ", new_group->rank(), " of ",
+           new_group->size(), ") is not this group of ", size_, " ranks without ", ranks.size(),
+           " (this rank: ", rank_, ")");
+  const std::string abandoned =
+      "the group shrank (ranks left it), and this NCCL communicator was replaced";
+
+  // Can this survivor keep its communicator? A watchdog abort freed NCCL's handle
+  // (break_locked: ncclCommAbort, comm_ = nullptr): there is nothing left to shrink then.
+  std::string why_not;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (destroyed_.load()) {
+      why_not = "it was destroyed";
+    } else if (broken_) {
+      why_not = "it was aborted (" + broken_reason_ + "), which freed NCCL's handle";
+    } else if (comm_ == nullptr) {
+      why_not = "it is not initialised";
+    }
+  }
+  if (why_not.empty() && !ranks.empty() && api_->CommShrink == nullptr) {
+    why_not =
+        "the loaded NCCL " + version_str(api_->version) + " has no ncclCommShrink (NCCL >= 2.27)";
+  }
+  bool pending = false;  // this rank's operations in flight, which NCCL_SHRINK_ABORT stops
+  std::int32_t agreed = kCannotShrink;
+  if (why_not.empty()) {
+    pending = !ranks.empty() && !drain_in_flight(kShrinkDrain);
+    agreed = pending ? kShrinkAborting : kShrinkClean;
+  }
+  try {
+    new_group->all_reduce(&agreed, 1, DType::Int32, ReduceOp::Min);
+  } catch (...) {
+    if (!ranks.empty()) abandon(abandoned);
+    throw;
+  }
+  if (agreed == kCannotShrink) {
+    GC_LOG(Info, name_, ": shrink: the NCCL communicator is not kept (",
+           why_not.empty() ? std::string("another survivor cannot keep its own") : why_not,
+           "); a new one will be created");
+    if (!ranks.empty()) abandon(abandoned);
+    return nullptr;
+  }
+  if (ranks.empty()) {
+    // Nobody left: the communicator stays as it is (NCCL refuses an empty exclusion list), over
+    // the new CPU group, since the old one is retired.
+    group_ = std::move(new_group);
+    return shared_from_this();
+  }
+
+  const int flags = agreed == kShrinkAborting ? NCCL_SHRINK_ABORT : NCCL_SHRINK_DEFAULT;
+  const auto deadline = std::chrono::steady_clock::now() + timeout_;
+  std::shared_ptr<NcclComm> shrunk(new NcclComm(*api_, new_group, device_, name_));
+  ncclComm_t made = nullptr;  // the blocking communicator over the survivors
+  bool entered = false;       // ncclCommShrink was called here
+  std::string failure;
+  try {
+    DeviceGuard guard(device_);
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;  // as at creation: polled, then split into a blocking communicator
+    ncclComm_t child = nullptr;
+    ncclResult_t state = ncclSuccess;
+    {
+      // The parent is blocking, so the call returns once the child is set up (NCCL runs a
+      // group in the mode of the communicator it was issued on): watched against the timeout,
+      // on whose expiry the watchdog aborts the parent, which stops the child's set-up too.
+      ScopedFlag shrinking(shrinking_);
+      state = call_nccl("shrink", timeout_, [&](const NcclApi& api, ncclComm_t comm) {
+        entered = true;
+        return api.CommShrink(comm, ranks.data(), static_cast<int>(ranks.size()), &child, &config,
+                              flags);
+      });
+    }
+    if (pending && flags == NCCL_SHRINK_ABORT) {
+      record_abort(name_ + ": shrink stopped the operations in flight (ranks left the group)");
+    }
+    child = *static_cast<volatile ncclComm_t*>(&child);
+    if (state != ncclSuccess && state != ncclInProgress) {
+      std::string detail;
+      {
+        std::lock_guard<std::mutex> lock(mutex_);
+        detail = last_error_locked();
+      }
+      if (child != nullptr) api_->CommAbort(child);
+      GC_THROW(DistributedError, name_, " shrink: ncclCommShrink failed: ", nccl_result_text(state),
+               detail);
+    }
+    if (child != nullptr) api_->CommGetAsyncError(child, &state);
+    shrunk->wait_initialised(child, state, deadline, "ncclCommShrink",
+                             "did every survivor shrink the communicator?");
+    made = shrunk->finish_init(child, deadline);
+  } catch (const std::exception& e) {
+    failure = e.what();
+    // The others wait inside NCCL for this rank until their deadline: meeting them before it
+    // would let this rank's CPU collective below expire first.
+    if (!entered) std::this_thread::sleep_until(deadline);
+  }
+
+  // Every survivor keeps the new communicator, or none does.
+  std::int32_t ok = made != nullptr ? 1 : 0;
+  try {
+    new_group->all_reduce(&ok, 1, DType::Int32, ReduceOp::Min);
+  } catch (...) {
+    if (made != nullptr) {
+      DeviceGuard guard(device_);
+      api_->CommAbort(made);
+    }
+    abandon(abandoned);
+    throw;
+  }
+  if (ok == 0) {
+    if (made != nullptr) {
+      DeviceGuard guard(device_);
+      api_->CommAbort(made);
+    }
+    GC_LOG(Warn, name_, ": shrink: ",
+           failure.empty() ? std::string("another survivor could not shrink the NCCL communicator")
+                           : failure,
+           "; a new one will be created");
+    abandon(abandoned);
+    return nullptr;
+  }
+  shrunk->adopt(made);
+  shrunk->start_watchdog();
+  abandon(abandoned);
+  GC_LOG(Info, name_, ": NCCL communicator shrunk to rank ", shrunk->rank_, " of ", shrunk->size_,
+         " (ncclCommShrink, ", flags == NCCL_SHRINK_ABORT ? "aborting" : "default", " mode)");
+  return shrunk;
+}
+
+void NcclComm::abandon(const std::string& why) {
+  if (destroyed_.load()) return;
+  // Deregistering a window is a collective of every member, the dead one included: keep them.
+  {
+    std::lock_guard<std::mutex> owner_lock(window_owner_mutex_);
+    if (window_owner_ != nullptr) keep_windows_forever(window_owner_->take_windows());
+  }
+  std::vector<Tensor> released;  // destroyed after the locks below
+  bool pending = false;
+  {
+    RelaxedCaptureMode relaxed;  // event queries must not invalidate another thread's capture
+    pending = in_flight_.reap(released).pending > 0;
+  }
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (!broken_) {
+      broken_ = true;
+      broken_by_timeout_ = false;
+      broken_reason_ = why;
+      live_comm_.store(nullptr, std::memory_order_release);
+      if (comm_ != nullptr) {
+        DeviceGuard guard(device_);
+        // Abort, not finalize: finalizing would wait for the peers, the dead one included.
+        api_->CommAbort(comm_);
+        comm_ = nullptr;
+      }
+      // Results of operations the abort stopped are garbage: waits that know nothing about
+      // communicators must say so.
+      if (pending) record_abort(name_ + ": " + why);
+    }
+  }
+  destroy();  // broken: no deregistration, no finalize; the watchdog stops
 }
 
 // -------------------------------------------------------------------------------------------------
@@ -751,6 +974,9 @@ void NcclComm::check_watched_call() {
 
 void NcclComm::watchdog_check() {
   check_watched_call();
+  // During ncclCommShrink only its deadline counts: with NCCL_SHRINK_ABORT the operations in
+  // flight are stopped on purpose, and the communicator is abandoned afterwards anyway.
+  if (shrinking_.load()) return;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_ && comm_ != nullptr) {

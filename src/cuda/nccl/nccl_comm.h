@@ -30,6 +30,15 @@
 // this is the one place where we accept that. It happens only on the failure path (a deadline
 // already missed).
 //
+// Shrink (collective over the survivors, after a peer died or left): shrink() first agrees over
+// the survivors' new CPU group on whether every one of them can keep its communicator, then runs
+// ncclCommShrink on it (a watched call: the group's timeout) with a non-blocking config, and ends
+// as creation does (split into a blocking communicator, the non-blocking one retired). The old
+// communicator is then abandoned: aborted without ncclCommFinalize, which would wait for the dead
+// peer, its windows kept with their memory (deregistering is collective with that peer too). A
+// communicator that the watchdog aborted has no handle left (ncclCommAbort frees it), so it
+// cannot be shrunk: every survivor is then told to create a fresh one.
+//
 // Teardown (destroy, the destructor) cannot deadlock: operations in flight are drained (bounded),
 // windows are deregistered and the communicator is finalized and destroyed under the same
 // watched calls (limit min(timeout, 10 s)), or the communicator is aborted.
@@ -115,7 +124,7 @@ class WindowOwner {
 };
 
 /// A blocking NCCL communicator created within a deadline, with a watchdog. See the file comment.
-class NcclComm {
+class NcclComm : public std::enable_shared_from_this<NcclComm> {
  public:
   /// Collective over `group`: builds the communicator on `device`; `name` (the coordinator's
   /// unique name) appears in every error. Throws std::invalid_argument for a bad device,
@@ -123,6 +132,29 @@ class NcclComm {
   /// cannot be loaded or fails (on any rank: the others learn about it and throw too).
   static std::shared_ptr<NcclComm> create(std::shared_ptr<ProcessGroup> group, Device device,
                                           std::string name);
+
+  /// Collective over `new_group` (the survivors' CPU group, already shrunk: its ranks are this
+  /// group's in order without `excluded`, which are ranks of this communicator): the communicator
+  /// over the survivors, or nullptr on every survivor when any of them cannot make it (the caller
+  /// then creates a fresh one). The survivors first agree (an all_reduce Min over `new_group`) on
+  /// whether each can shrink: ncclCommShrink loaded, and this communicator neither destroyed nor
+  /// aborted (an abort by the watchdog frees NCCL's handle: nothing is left to shrink). Then:
+  ///  * `excluded` empty (only the world ranks were renumbered): NCCL refuses an empty list, and
+  ///    none is needed: this communicator itself, now over `new_group`, is returned.
+  ///  * otherwise ncclCommShrink (NCCL_SHRINK_ABORT when a survivor still had operations in
+  ///    flight after a short wait: they involve the dead peer and would never finish, else
+  ///    NCCL_SHRINK_DEFAULT) within the group's timeout, then the blocking split as in create();
+  ///    the survivors agree on the outcome (any failure: nullptr everywhere), and this
+  ///    communicator is abandon()ed, also when nullptr is returned.
+  /// Throws std::invalid_argument for an `excluded` that does not match `new_group`, and what the
+  /// CPU group's collectives throw (this communicator is then abandoned too).
+  std::shared_ptr<NcclComm> shrink(const std::vector<int>& excluded,
+                                   std::shared_ptr<ProcessGroup> new_group);
+  /// Releases the communicator without waiting for any peer: aborts it (no ncclCommFinalize) and
+  /// destroys it, keeping its registered windows and their memory for the life of the process
+  /// (deregistering is a collective). `why` is the error later calls report. For a communicator
+  /// whose group lost a member. Idempotent; a no-op once destroyed.
+  void abandon(const std::string& why);
 
   /// Calls destroy(); logs rather than throws.
   ~NcclComm();
@@ -137,7 +169,8 @@ class NcclComm {
   std::chrono::milliseconds timeout() const { return timeout_; }
   /// ncclGetVersion of the loaded NCCL.
   int nccl_version() const { return api_->version; }
-  /// The CPU group the communicator was built over (agreements, symmetric_empty).
+  /// The CPU group the communicator was built over (agreements, symmetric_empty); after a
+  /// shrink() that excluded nobody, the survivors' new group.
   ProcessGroup& group() const { return *group_; }
   /// Makes destroy() deregister `owner`'s windows before the communicator goes (nullptr: none).
   /// Detaching (nullptr) waits for a destroy() that is using the owner, so an owner may detach
@@ -192,14 +225,27 @@ class NcclComm {
   NcclComm(const NcclApi& api, std::shared_ptr<ProcessGroup> group, Device device,
            std::string name);
 
-  // ---- creation ----
+  // ---- creation (and the end of a shrink) ----
   /// ncclCommInitRankConfig with blocking = 0, polled until the deadline.
   ncclComm_t init_parent(const ncclUniqueId& id, std::chrono::steady_clock::time_point deadline);
+  /// Polls the non-blocking `comm`, whose set-up call returned `state`, until NCCL reports it
+  /// ready; past `deadline` aborts it and throws TimeoutError, on an error aborts it and throws
+  /// DistributedError. `what` names the step and `hint` says what to check, in the messages.
+  void wait_initialised(ncclComm_t comm, ncclResult_t state,
+                        std::chrono::steady_clock::time_point deadline, const char* what,
+                        const char* hint);
   /// ncclCommSplit of `parent` into a blocking communicator, polled until the deadline; aborts
   /// `parent` and throws on failure.
   ncclComm_t split_blocking(ncclComm_t parent, std::chrono::steady_clock::time_point deadline);
   /// Finalizes and destroys the non-blocking `parent` within a bounded time, else aborts it.
   void retire_parent(ncclComm_t parent);
+  /// The blocking communicator made from the initialised non-blocking `parent` (split_blocking),
+  /// and `parent` retired.
+  ncclComm_t finish_init(ncclComm_t parent, std::chrono::steady_clock::time_point deadline);
+  /// Makes the blocking `comm` this communicator's handle (the in-flight ring's events first).
+  void adopt(ncclComm_t comm);
+  /// Starts the watchdog thread (once, after adopt()).
+  void start_watchdog();
   /// Collective: shares each rank's readiness and NCCL version; throws on every rank when any
   /// rank is not ready or the versions differ.
   static void agree_on_readiness(ProcessGroup& group, const std::string& name,
@@ -303,6 +349,10 @@ class NcclComm {
   std::condition_variable wake_;
   bool stop_ = false;
   std::thread watchdog_;
+
+  /// Set while shrink() runs ncclCommShrink: the watchdog then checks only that call's deadline
+  /// (NCCL_SHRINK_ABORT stops the operations in flight; their errors are expected).
+  std::atomic<bool> shrinking_{false};
 
   /// Whose windows destroy() deregisters first (set_window_owner). window_owner_mutex_ is held
   /// while destroy() uses the owner; it is taken before the owner's own locks, never after.
