@@ -62,11 +62,10 @@ RANK_PROGRAM = textwrap.dedent(
 
 
 def launch(rank: int, world: int, workdir: str, job_id: str) -> subprocess.Popen:
-    env = {
-        k: v
-        for k, v in os.environ.items()
-        if not k.startswith(("OMPI_", "PMIX_", "MASTER_", "GROUPCOORD_TEST_"))
-    }
+    # Only what a process needs to run: no launcher variable of the outer job (mpirun's, or the
+    # torchrun-style ones of tools/two-hosts-test.sh) may reach the inner one.
+    keep = ("PATH", "PYTHONPATH", "LD_LIBRARY_PATH", "HOME", "TMPDIR", "LANG", "LC_ALL")
+    env = {k: v for k, v in os.environ.items() if k in keep}
     env.update(
         OMPI_COMM_WORLD_RANK=str(rank),
         OMPI_COMM_WORLD_SIZE=str(world),
@@ -94,7 +93,8 @@ def test_survivors_shrink_after_a_kill_and_keep_serving() -> None:
             deadline = time.monotonic() + 60
             while not all(os.path.exists(os.path.join(workdir, f"{r}-working")) for r in range(3)):
                 assert time.monotonic() < deadline, "the ranks did not start working"
-                assert all(p.poll() is None for p in ranks), [p.poll() for p in ranks]
+                for r, p in enumerate(ranks):
+                    assert p.poll() is None, f"rank {r} exited early:\n{p.communicate()[0]}"
                 time.sleep(0.01)
             killed = time.monotonic()
             ranks[2].send_signal(signal.SIGKILL)
