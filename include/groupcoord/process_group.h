@@ -90,9 +90,13 @@ class ProcessGroup {
   /// `excluded` beforehand (GroupCoordinator::shrink does it through the store), in the same
   /// order as their other collectives. New group ranks follow the old order without the
   /// excluded ones. `new_world_ranks` (one per survivor, in that order) renumbers the members
-  /// after a world shrink; empty keeps their world ranks. Returns nullptr on an excluded rank.
+  /// after a world shrink; empty keeps their world ranks. `shrink_id` names the new group's store
+  /// prefix and must be the same on every survivor: an id the survivors agreed on (a retry after a
+  /// failed attempt must not depend on how far each survivor got), or empty for a count of this
+  /// group's shrinks. Returns nullptr on an excluded rank.
   std::shared_ptr<ProcessGroup> shrink(const std::vector<int>& excluded,
-                                       const std::vector<int>& new_world_ranks = {});
+                                       const std::vector<int>& new_world_ranks = {},
+                                       const std::string& shrink_id = {});
 
   /// Destroys the group (see destroy()); logs rather than throws.
   ~ProcessGroup();

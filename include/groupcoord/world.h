@@ -33,7 +33,8 @@ void init_world(const WorldOptions& options, const EnvLookup& env = process_env(
 bool world_is_initialized();
 /// Who this process is (rank, world size, local rank, ...). Throws std::invalid_argument before
 /// init_world().
-const RendezvousResult& world_info();
+/// A copy: a shrink renumbers the world (shrink_world).
+RendezvousResult world_info();
 /// The world group. Throws std::invalid_argument before init_world().
 std::shared_ptr<ProcessGroup> world_group();
 /// The world store. Throws std::invalid_argument before init_world().
@@ -63,7 +64,9 @@ struct WorldShrink {
 /// call this first; call it directly only when no coordinator is built. Throws
 /// std::invalid_argument for an empty, out-of-range or duplicated set, one holding this rank, or
 /// one holding the rank that hosts the world store (the one death that cannot be survived);
-/// TimeoutError / DistributedError as agree_on_excluded says (nothing changed then).
+/// TimeoutError / DistributedError when the survivors do not agree in time (nothing changed on
+/// this rank then; a retry by every survivor may succeed); a failure after the survivors
+/// reconnected leaves the world unusable (later shrinks refuse it: restart the job).
 WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks);
 
 /// The shrinks of the current world, oldest first (empty until the first).
@@ -85,8 +88,9 @@ enum class RankFailurePolicy {
 /// calls a DeviceCommunicator or a ProcessGroup directly may apply it itself.
 std::exception_ptr apply_rank_failure_policy(std::exception_ptr error);
 
-/// Chooses the policy for this process (every rank should choose the same). The initial policy
-/// comes from GROUPCOORD_RANK_FAILURE ("plain" or "identify"; unset: plain).
+/// Chooses the policy for this process (every rank should choose the same). Initially plain;
+/// init_world() takes GROUPCOORD_RANK_FAILURE ("plain" or "identify") when it is set (another
+/// value fails init_world with std::invalid_argument); a later call here wins over it.
 void set_rank_failure_policy(RankFailurePolicy policy);
 /// The policy in force.
 RankFailurePolicy rank_failure_policy();

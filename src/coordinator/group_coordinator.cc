@@ -54,7 +54,7 @@ void GroupCoordinator::Impl::check_alive(const char* op) const {
   if (destroyed) GC_THROW(DistributedError, label(op), ": the group has been destroyed");
   if (!failed_shrink.empty()) {
     GC_THROW(DistributedError, label(op), ": the group is unusable after a failed shrink (",
-             failed_shrink, ")");
+             failed_shrink, "); restart the job");
   }
 }
 
@@ -235,7 +235,7 @@ void GroupCoordinator::destroy() {
 
 // ---- shrink (docs/elastic.md) ----------------------------------------------------------------
 
-void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) try {
+void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) {
   Impl& s = *impl_;
   s.check_alive("shrink");
   const std::string label = comm::to_string(s.label("shrink"));
@@ -251,7 +251,7 @@ void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) try 
     }
   }
   try {
-    s.shrink_groups(excluded_in_group, new_world_ranks);
+    s.shrink_groups(excluded_in_group, new_world_ranks, "world" + std::to_string(shrink.epoch));
   } catch (const std::exception& e) {
     s.failed_shrink = e.what();
     throw;
@@ -265,18 +265,17 @@ void GroupCoordinator::shrink(const std::vector<int>& excluded_world_ranks) try 
   GC_LOG(Info, s.unique_name, ": shrunk without world ranks ", detail::ranks_str(shrink.excluded),
          "; now ranks ", detail::ranks_str(s.ranks), " (rank ", s.rank_in_group, " of ",
          s.world_size, ")");
-} catch (...) {
-  rethrow_under_failure_policy();
 }
 
 void GroupCoordinator::Impl::shrink_groups(const std::vector<int>& excluded,
-                                           const std::vector<int>& new_world_ranks) {
-  std::shared_ptr<ProcessGroup> old_cpu = cpu_group;
-  // Queues and sends of the old group end with it.
+                                           const std::vector<int>& new_world_ranks,
+                                           const std::string& shrink_id) {
+  // The old groups are retired by their shrink, which aborts their transfers in flight; only
+  // then may the buffers of pending isends go (Gloo sends from them).
   mq_broadcaster.reset();
+  cpu_group = cpu_group->shrink(excluded, new_world_ranks, shrink_id);
+  if (device_group) device_group = device_group->shrink(excluded, new_world_ranks, shrink_id);
   pending_isends.clear();
-  cpu_group = old_cpu->shrink(excluded, new_world_ranks);
-  if (device_group) device_group = device_group->shrink(excluded, new_world_ranks);
   world_size = static_cast<int>(new_world_ranks.size());
   auto retire = [this](std::unique_ptr<DeviceCommunicator> old) {
     if (!old) return;

@@ -67,8 +67,10 @@ struct GroupCoordinator::Impl {
   /// CUDA backends: the "cpu" communicator over cpu_group that carries host tensors.
   void make_host_communicator();
   /// Collective over the survivors: new groups, communicators and queue without the group ranks
-  /// `excluded` (possibly none), with `new_world_ranks` as the members' world ranks.
-  void shrink_groups(const std::vector<int>& excluded, const std::vector<int>& new_world_ranks);
+  /// `excluded` (possibly none), with `new_world_ranks` as the members' world ranks; `shrink_id`
+  /// (the same on every survivor) names the new groups' store prefixes.
+  void shrink_groups(const std::vector<int>& excluded, const std::vector<int>& new_world_ranks,
+                     const std::string& shrink_id);
   /// The message-queue broadcaster over cpu_group, when the group wants one and has peers.
   void remake_queue();
   /// The communicator, or std::invalid_argument "No device communicator found" naming `op`.

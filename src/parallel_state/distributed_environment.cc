@@ -36,7 +36,7 @@ using parallel_state_detail::ParallelState;
 // are a mistake the caller should hear about (vLLM asserts on the world size).
 void check_matches_existing_world(const ParallelState& state, int world_size, int rank,
                                   const std::string& backend) {
-  const RendezvousResult& info = world_info();
+  const RendezvousResult info = world_info();
   GC_CHECK(world_size < 0 || world_size == info.world_size,
            "init_distributed_environment: the world is already initialized with world_size ",
            info.world_size, ", not ", world_size);

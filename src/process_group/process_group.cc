@@ -219,7 +219,8 @@ std::shared_ptr<ProcessGroup> ProcessGroup::new_group(const std::vector<int>& ra
 }
 
 std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& excluded,
-                                                   const std::vector<int>& new_world_ranks) {
+                                                   const std::vector<int>& new_world_ranks,
+                                                   const std::string& shrink_id) {
   State& old = *state_;
   const std::string& label = old.health->label();
   std::set<int> gone;
@@ -254,9 +255,10 @@ std::shared_ptr<ProcessGroup> ProcessGroup::shrink(const std::vector<int>& exclu
   ProcessGroupOptions options;
   options.name = old.name;
   options.timeout = old.timeout;
-  auto state = connect_group(std::move(transport), old.world_store,
-                             old.prefix + "/shrink" + std::to_string(attempt), new_rank,
-                             std::move(world_ranks), options);
+  auto state = connect_group(
+      std::move(transport), old.world_store,
+      old.prefix + "/shrink" + (shrink_id.empty() ? std::to_string(attempt) : "-" + shrink_id),
+      new_rank, std::move(world_ranks), options);
   auto group = std::make_shared<ProcessGroup>(std::move(state));
   group->set_up_shared_memory("shrink");
   std::vector<int> excluded_world;

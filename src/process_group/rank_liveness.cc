@@ -70,19 +70,33 @@ std::string RankLiveness::this_process() {
   return out.str();
 }
 
-bool RankLiveness::known_gone(const std::string& identity) {
-  const ProcessIdentity id = parse(identity);
-  if (id.boot_id.empty() || id.pid <= 0 || id.pid_ns == 0) return false;
-  // Only a process of this boot and this pid namespace can be looked up here.
-  if (id.boot_id != read_line("/proc/sys/kernel/random/boot_id") || id.pid_ns != pid_namespace()) {
-    return false;
-  }
+std::uint64_t this_pid_namespace() { return pid_namespace(); }
+
+std::uint64_t this_start_time() {
   char state = '?';
   unsigned long long start = 0;
-  if (!read_stat(id.pid, state, start)) return true;  // no such process
+  read_stat(static_cast<long>(::getpid()), state, start);
+  return start;
+}
+
+bool process_gone(std::uint64_t pid_ns, long pid, std::uint64_t start) {
+  // Only a process of this pid namespace can be looked up here.
+  if (pid <= 0 || pid_ns == 0 || pid_ns != pid_namespace()) return false;
+  char state = '?';
+  unsigned long long now_start = 0;
+  if (!read_stat(pid, state, now_start)) return true;  // no such process
   // A zombie has exited (its parent has not reaped it yet); another start time is another
   // process that got the same pid.
-  return state == 'Z' || state == 'X' || start != id.start;
+  return state == 'Z' || state == 'X' || now_start != start;
+}
+
+bool RankLiveness::known_gone(const std::string& identity) {
+  const ProcessIdentity id = parse(identity);
+  // Only a process of this boot can be looked up here.
+  if (id.boot_id.empty() || id.boot_id != read_line("/proc/sys/kernel/random/boot_id")) {
+    return false;
+  }
+  return process_gone(id.pid_ns, id.pid, id.start);
 }
 
 RankLiveness::RankLiveness(std::shared_ptr<Store> store, int rank, int world_size)

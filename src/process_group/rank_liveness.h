@@ -5,6 +5,7 @@
 // are all dead (or that has none) cannot be seen dead this way: docs/elastic.md says what then.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
@@ -12,6 +13,15 @@
 #include "groupcoord/store.h"
 
 namespace groupcoord {
+
+/// This process's pid namespace (inode of /proc/self/ns/pid; 0 when unknown).
+std::uint64_t this_pid_namespace();
+/// This process's start time (clock ticks since boot, /proc/self/stat).
+std::uint64_t this_start_time();
+/// True when the process `pid` of pid namespace `pid_ns` that started at `start` no longer runs:
+/// gone, a zombie, or its pid now held by a process that started at another time. False when it
+/// runs and whenever this process cannot tell (another pid namespace, unknown values).
+bool process_gone(std::uint64_t pid_ns, long pid, std::uint64_t start);
 
 /// The liveness records of one world (created collectively with it; cheap).
 class RankLiveness {

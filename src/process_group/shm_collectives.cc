@@ -23,6 +23,7 @@
 #include "groupcoord/half.h"
 #include "groupcoord/logging.h"
 #include "process_group/group_health.h"
+#include "process_group/rank_liveness.h"
 #include "process_group/reduce_functions.h"
 
 namespace groupcoord {
@@ -40,9 +41,14 @@ constexpr std::size_t kLine = 64;
 struct RankLine {
   Counter step;
   std::uint64_t pid;
-  std::uint64_t probe;  // address of cross_memory_probe() in that process
+  std::uint64_t probe;   // address of cross_memory_probe() in that process
+  std::uint64_t pid_ns;  // its pid namespace and start time: a waiter can tell that it died
+  std::uint64_t start;
 };
 static_assert(sizeof(RankLine) <= kLine, "a rank's header fits one cache line");
+
+// How often a waiter looks for a missing rank's process in /proc.
+constexpr std::chrono::milliseconds kLivenessInterval(100);
 
 // What a rank publishes in its slot for a single-copy step: where its buffer is.
 struct BufferAddress {
@@ -159,6 +165,8 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
                                              static_cast<std::size_t>(rank) * kLine);
     line->pid = static_cast<std::uint64_t>(::getpid());
     line->probe = reinterpret_cast<std::uint64_t>(shm::cross_memory_probe());
+    line->pid_ns = this_pid_namespace();
+    line->start = this_start_time();
   }
   // Every rank has mapped it (or given up) once this returns: the name can go.
   const bool everyone = channel.all_reduce_min(ready ? 1 : 0) == 1;
@@ -289,6 +297,8 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
   throw_if_a_rank_gave_up(op, "before this rank's step");
   if (there()) return;  // the common case on a quiet machine: no clock, no system call
   const shm::Deadline deadline(timeout_);
+  auto next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
+  std::uint32_t polls = 0;
   auto missing = [&] {
     std::ostringstream ranks;
     for (int r = 0; r < size_; ++r) {
@@ -306,6 +316,12 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
                                    " (shared-memory step " + std::to_string(step) + ")")
                                       .c_str());
     }
+    // Nor will a rank whose process is gone (a /proc lookup, so only now and then; the clock is
+    // read every 64th poll, so that the spinning start of a wait stays as quick as it was).
+    if (++polls % 64 == 0 && std::chrono::steady_clock::now() >= next_liveness_check) {
+      next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
+      throw_if_a_missing_rank_died(op, step, only);
+    }
     return false;
   };
   // Paced (the header): with no long waits of regular length behind it, this is the plain wait;
@@ -320,6 +336,22 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
       std::to_string(timeout_.count()) + " ms (shared-memory step " + std::to_string(step) + ")";
   give_up(reason, /*timed_out=*/true);
   GC_THROW(TimeoutError, health_->label(), ": ", reason);
+}
+
+void ShmCollectives::throw_if_a_missing_rank_died(const char* op, std::uint64_t step, int only) {
+  for (int r = 0; r < size_; ++r) {
+    const auto& line = *reinterpret_cast<const RankLine*>(
+        static_cast<std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
+    const bool behind = line.step.load(std::memory_order_acquire) < step;
+    if ((only != kEveryRank && r != only) || !behind) continue;
+    if (!process_gone(line.pid_ns, static_cast<long>(line.pid), line.start)) continue;
+    const std::string reason = std::string(op) + ": rank " + std::to_string(r) +
+                               " died (its process, pid " + std::to_string(line.pid) +
+                               ", is gone) while this rank waited for it (shared-memory step " +
+                               std::to_string(step) + ")";
+    give_up(reason, /*timed_out=*/false);
+    GC_THROW(DistributedError, health_->label(), ": ", reason);
+  }
 }
 
 void ShmCollectives::barrier() {

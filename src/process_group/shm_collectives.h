@@ -183,6 +183,10 @@ class ShmCollectives {
   /// Waits until rank `only` (kEveryRank: every rank) has published `step`; throws (and marks the
   /// group broken) at the deadline, naming the ranks that did not.
   void wait_until(const char* op, std::uint64_t step, int only);
+  /// wait_until's dead-peer check: when a rank it waits for (`only`, or every rank behind `step`)
+  /// no longer runs, gives up on the group and throws DistributedError naming it, long before
+  /// the deadline.
+  void throw_if_a_missing_rank_died(const char* op, std::uint64_t step, int only);
   /// all_reduce through the peers' memory (single copy), for large messages.
   void all_reduce_direct(const void* in, void* out, std::size_t count, SlotReducer& reduce);
   /// Single copy: writes where this rank's buffer is into its slot of `bank` (address `index`:

@@ -5,7 +5,9 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <set>
+#include <thread>
 
 #include "core/shape.h"
 #include "groupcoord/check.h"
@@ -26,7 +28,9 @@ struct WorldState {
   std::shared_ptr<ProcessGroup> group;
   std::chrono::milliseconds timeout = default_timeout();
   /// This world's liveness records (renewed with each shrink, whose ranks are renumbered).
-  std::unique_ptr<RankLiveness> liveness;
+  std::shared_ptr<RankLiveness> liveness;
+  /// Why a shrink left the world unusable (it failed after the old world group was retired).
+  std::string failed_shrink;
   std::vector<WorldShrink> shrinks;
   int shrink_attempts = 0;  ///< shrink_world() calls on the current world group (agreement keys)
 };
@@ -41,55 +45,29 @@ void check_initialized(const WorldState& world, const char* what) {
            ": the distributed world is not initialized; call init_distributed_environment first");
 }
 
-/// The failure policy: GROUPCOORD_RANK_FAILURE until set_rank_failure_policy() is called.
+/// The failure policy: plain until init_world() reads GROUPCOORD_RANK_FAILURE or
+/// set_rank_failure_policy() is called.
 std::atomic<int>& failure_policy() {
-  static std::atomic<int> policy{[] {
-    const char* text = std::getenv("GROUPCOORD_RANK_FAILURE");
-    if (text == nullptr || *text == '\0' || std::strcmp(text, "plain") == 0) {
-      return static_cast<int>(RankFailurePolicy::kPlain);
-    }
-    GC_CHECK(std::strcmp(text, "identify") == 0, "GROUPCOORD_RANK_FAILURE='", text,
-             "': use plain (errors as they come) or identify (RankFailureError naming the dead "
-             "ranks)");
-    return static_cast<int>(RankFailurePolicy::kIdentify);
-  }()};
+  static std::atomic<int> policy{static_cast<int>(RankFailurePolicy::kPlain)};
   return policy;
 }
 
-/// The dead world ranks, or none when they cannot be found out (no world): the original error
-/// then stands.
-std::vector<int> dead_ranks_or_none() {
-  WorldState& world = state();
-  std::lock_guard<std::mutex> lock(world.mutex);
-  if (!world.initialized) return {};
-  try {
-    return world.liveness->dead_ranks();
-  } catch (const std::exception&) {
-    return {};
-  }
-}
-
-/// What the survivors of `dead` can do, for RankFailureError's message.
-std::string what_survivors_can_do(const std::vector<int>& dead) {
-  WorldState& world = state();
-  int host = -1;
-  {
-    std::lock_guard<std::mutex> lock(world.mutex);
-    host = world.info.store_host_rank;
-  }
-  if (std::find(dead.begin(), dead.end(), host) != dead.end()) {
-    return "world rank " + std::to_string(host) +
-           " hosted the world store, whose loss cannot be survived: restart the job";
-  }
-  return "shrink_model_parallel(" + detail::ranks_str(dead) +
-         ") on every survivor lets the job go on";
+/// GROUPCOORD_RANK_FAILURE, checked (std::invalid_argument naming it for another value).
+std::optional<RankFailurePolicy> policy_from_environment() {
+  const char* text = std::getenv("GROUPCOORD_RANK_FAILURE");
+  if (text == nullptr || *text == '\0') return std::nullopt;
+  if (std::strcmp(text, "plain") == 0) return RankFailurePolicy::kPlain;
+  GC_CHECK(std::strcmp(text, "identify") == 0, "GROUPCOORD_RANK_FAILURE='", text,
+           "': use plain (errors as they come) or identify (RankFailureError naming the dead "
+           "ranks)");
+  return RankFailurePolicy::kIdentify;
 }
 
 /// Collective over `group` (the world group): publishes this rank's identity, waits for every
 /// rank to have done so (a barrier) and reads them all, so that finding the dead later needs no
 /// store.
-std::unique_ptr<RankLiveness> make_liveness(ProcessGroup& group, int rank, int world_size) {
-  auto liveness = std::make_unique<RankLiveness>(group.store(), rank, world_size);
+std::shared_ptr<RankLiveness> make_liveness(ProcessGroup& group, int rank, int world_size) {
+  auto liveness = std::make_shared<RankLiveness>(group.store(), rank, world_size);
   group.barrier();
   liveness->learn_identities();
   return liveness;
@@ -115,6 +93,53 @@ std::vector<int> checked_exclusion(const WorldState& world, std::vector<int> exc
   return excluded;
 }
 
+/// The dead world ranks, or none when they cannot be found out (no world): the original error
+/// then stands. The lookup runs outside the world's lock (it may reach the store).
+std::vector<int> dead_ranks_or_none() {
+  std::shared_ptr<RankLiveness> liveness;
+  {
+    WorldState& world = state();
+    std::lock_guard<std::mutex> lock(world.mutex);
+    if (!world.initialized) return {};
+    liveness = world.liveness;
+  }
+  try {
+    return liveness->dead_ranks();
+  } catch (const std::exception&) {
+    return {};
+  }
+}
+
+/// dead_ranks_or_none after a connection error: a killed process closes its sockets before it
+/// is gone from /proc (a GPU process tears its context down first), so the lookup is repeated
+/// for a short while. A timeout needs no such grace: the deadline has long passed.
+std::vector<int> dead_ranks_after(bool timed_out) {
+  constexpr auto kGrace = std::chrono::seconds(2);
+  const auto until = std::chrono::steady_clock::now() + kGrace;
+  for (;;) {
+    std::vector<int> dead = dead_ranks_or_none();
+    if (!dead.empty() || timed_out || std::chrono::steady_clock::now() >= until) return dead;
+    std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  }
+}
+
+/// What the survivors of `dead` can do, for RankFailureError's message.
+std::string what_survivors_can_do(const std::vector<int>& dead) {
+  WorldState& world = state();
+  int host = -1;
+  {
+    std::lock_guard<std::mutex> lock(world.mutex);
+    if (!world.failed_shrink.empty()) return "a shrink failed already: restart the job";
+    host = world.info.store_host_rank;
+  }
+  if (std::find(dead.begin(), dead.end(), host) != dead.end()) {
+    return "world rank " + std::to_string(host) +
+           " hosted the world store, whose loss cannot be survived: restart the job";
+  }
+  return "shrink_model_parallel(" + detail::ranks_str(dead) +
+         ") on every survivor lets the job go on";
+}
+
 }  // namespace
 
 void init_world(const WorldOptions& options, const EnvLookup& env) {
@@ -128,6 +153,8 @@ void init_world(const WorldOptions& options, const EnvLookup& env) {
   rdzv.rank = options.rank;
   rdzv.local_rank = options.local_rank;
   rdzv.timeout = options.timeout;
+  // Checked first, so that a bad value fails the start rather than some later error path.
+  const std::optional<RankFailurePolicy> policy = policy_from_environment();
   RendezvousResult info = rendezvous(rdzv, env);
 
   ProcessGroupOptions group_options;
@@ -139,6 +166,7 @@ void init_world(const WorldOptions& options, const EnvLookup& env) {
   world.info = std::move(info);
   world.timeout = options.timeout;
   world.initialized = true;
+  if (policy) failure_policy().store(static_cast<int>(*policy));
 }
 
 bool world_is_initialized() {
@@ -147,7 +175,7 @@ bool world_is_initialized() {
   return world.initialized;
 }
 
-const RendezvousResult& world_info() {
+RendezvousResult world_info() {
   WorldState& world = state();
   std::lock_guard<std::mutex> lock(world.mutex);
   check_initialized(world, "world_info");
@@ -175,20 +203,29 @@ std::chrono::milliseconds world_timeout() {
 }
 
 std::vector<int> find_dead_ranks() {
-  WorldState& world = state();
-  std::lock_guard<std::mutex> lock(world.mutex);
-  check_initialized(world, "find_dead_ranks");
-  return world.liveness->dead_ranks();
+  std::shared_ptr<RankLiveness> liveness;
+  {
+    WorldState& world = state();
+    std::lock_guard<std::mutex> lock(world.mutex);
+    check_initialized(world, "find_dead_ranks");
+    liveness = world.liveness;
+  }
+  return liveness->dead_ranks();
 }
 
 WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   WorldState& world = state();
   std::lock_guard<std::mutex> lock(world.mutex);
   check_initialized(world, "shrink_world");
+  GC_CHECK(world.failed_shrink.empty(),
+           "shrink_world: the world is unusable after a failed "
+           "shrink (",
+           world.failed_shrink, "); restart the job");
   RendezvousResult& info = world.info;
   const std::vector<int> excluded = checked_exclusion(world, excluded_world_ranks);
-  agree_on_excluded(*world.group->store(), ++world.shrink_attempts, info.rank, info.world_size,
-                    excluded, world.timeout);
+  const int attempt = ++world.shrink_attempts;
+  agree_on_excluded(*world.group->store(), attempt, info.rank, info.world_size, excluded,
+                    world.timeout);
 
   WorldShrink shrink;
   shrink.epoch = static_cast<int>(world.shrinks.size()) + 1;
@@ -204,15 +241,30 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
     shrink.new_rank_of[r] = static_cast<int>(new_world_ranks.size());
     new_world_ranks.push_back(shrink.new_rank_of[r]);
   }
-  world.group = world.group->shrink(excluded, new_world_ranks);
+  // The new group's prefix is named by the agreed attempt, the same on every survivor however
+  // far each got in an earlier, failed attempt.
   const int old_rank = info.rank;
-  info.rank = shrink.new_rank_of[old_rank];
-  info.world_size = static_cast<int>(new_world_ranks.size());
+  const int new_rank = shrink.new_rank_of[old_rank];
+  const int new_size = static_cast<int>(new_world_ranks.size());
+  std::shared_ptr<ProcessGroup> group =
+      world.group->shrink(excluded, new_world_ranks, "attempt" + std::to_string(attempt));
+  // From here the old world group is retired: a failure leaves the world unusable.
+  std::shared_ptr<RankLiveness> liveness;
+  try {
+    liveness = make_liveness(*group, new_rank, new_size);
+  } catch (const std::exception& e) {
+    world.group = group;
+    world.failed_shrink = e.what();
+    throw;
+  }
+  world.group = group;
+  info.rank = new_rank;
+  info.world_size = new_size;
   if (info.store_host_rank >= 0) info.store_host_rank = shrink.new_rank_of[info.store_host_rank];
   if (info.local_world_size > 0) info.local_world_size -= local_excluded;
   // local_rank stays: it names this process's device, which does not change.
   world.shrink_attempts = 0;
-  world.liveness = make_liveness(*world.group, info.rank, info.world_size);
+  world.liveness = std::move(liveness);
   world.shrinks.push_back(shrink);
   set_log_rank(info.rank);
   GC_LOG(Info, "shrink_world: excluded world ranks ", detail::ranks_str(excluded), "; rank ",
@@ -227,13 +279,16 @@ std::vector<WorldShrink> world_shrinks() {
 }
 
 std::exception_ptr apply_rank_failure_policy(std::exception_ptr error) {
-  if (!error || rank_failure_policy() == RankFailurePolicy::kPlain) return error;
+  if (!error || failure_policy().load() != static_cast<int>(RankFailurePolicy::kIdentify)) {
+    return error;
+  }
   try {
     std::rethrow_exception(error);
   } catch (const RankFailureError&) {
     return error;  // already identified (by an inner operation)
   } catch (const DistributedError& e) {
-    const std::vector<int> dead = dead_ranks_or_none();
+    const bool timed_out = dynamic_cast<const TimeoutError*>(&e) != nullptr;
+    const std::vector<int> dead = dead_ranks_after(timed_out);
     if (dead.empty()) return error;
     return std::make_exception_ptr(
         RankFailureError(std::string(e.what()) + " [world ranks " + detail::ranks_str(dead) +
@@ -263,6 +318,7 @@ void destroy_world() {
   }
   world.group.reset();
   world.liveness.reset();
+  world.failed_shrink.clear();
   world.shrinks.clear();
   world.shrink_attempts = 0;
   world.info = RendezvousResult{};

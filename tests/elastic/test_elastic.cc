@@ -127,7 +127,8 @@ void check_every_group(int rank, const std::string& where) {
 
 // All-reduces on the EP group (it spans the world) until a peer dies; returns the dead ranks the
 // error names. `rank`: the original world rank, which names the marker.
-std::vector<int> reduce_until_a_death(Job& job, int rank, const std::string& marker) {
+std::vector<int> reduce_until_a_death(Job& job, int rank, const std::string& marker,
+                                      std::string* message = nullptr) {
   GroupCoordinator& ep = get_ep_group();
   Tensor x = filled(1 << 14, 1.0f);
   ep.all_reduce(x);
@@ -136,6 +137,7 @@ std::vector<int> reduce_until_a_death(Job& job, int rank, const std::string& mar
     for (;;) ep.all_reduce(x);
   } catch (const RankFailureError& e) {
     std::fprintf(stderr, "[rank %d] RankFailureError: %s\n", rank, e.what());
+    if (message != nullptr) *message = e.what();
     return e.dead_ranks();
   }
 }
@@ -238,8 +240,13 @@ TEST_F(Elastic, TheStoreHostsDeathIsRefusedClearly) {
   const auto body = [](Job& j, int rank) {
     set_rank_failure_policy(RankFailurePolicy::kIdentify);
     initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/3);
-    std::vector<int> dead = reduce_until_a_death(j, rank, "working");
+    std::string message;
+    std::vector<int> dead = reduce_until_a_death(j, rank, "working", &message);
     if (dead != std::vector<int>{0}) Job::fail(rank, "dead ranks " + str(dead));
+    if (message.find("hosted the world store, whose loss cannot be survived") ==
+        std::string::npos) {
+      Job::fail(rank, "the RankFailureError does not say the store's host is gone: " + message);
+    }
     try {
       shrink_model_parallel(dead);
     } catch (const std::invalid_argument& e) {
