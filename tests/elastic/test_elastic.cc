@@ -315,6 +315,47 @@ TEST_F(Elastic, SurvivorsThatDisagreeAreToldWhoDiffers) {
   }
 }
 
+// A live rank leaves on request (world rank 3 destroys its environment and exits); the others
+// shrink each coordinator by hand, a later coordinator given another set than the world shrink's
+// is refused, and the collectives then work at world size 3.
+TEST_F(Elastic, ALiveRankLeavesOnRequestAndEachGroupFollowsTheWorldShrink) {
+  Job job(dir_.path(), id(), 4);
+  const auto body = [](Job& j, int rank) {
+    initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/4);  // EP spans the world
+    get_world_group().barrier();
+    if (rank == 3) {
+      destroy_distributed_environment();
+      std::_Exit(testing::kCompleted);
+    }
+    get_world_group().shrink({3});
+    try {
+      get_tp_group().shrink({2});
+      Job::fail(rank, "a coordinator shrank with another set than the world's");
+    } catch (const std::invalid_argument& e) {
+      if (std::strstr(e.what(), "the world's shrink #1") == nullptr ||
+          std::strstr(e.what(), "excluded [3]") == nullptr) {
+        Job::fail(rank, std::string("unclear refusal: ") + e.what());
+      }
+    }
+    for (GroupCoordinator* g : {&get_tp_group(), &get_dcp_group(), &get_pcp_group(),
+                                &get_pp_group(), &get_dp_group(), &get_ep_group()}) {
+      g->shrink({3});
+    }
+    if (get_ep_group().world_size() != 3 || get_dp_group().world_size() != 3) {
+      Job::fail(rank, "the groups are not the three that stayed");
+    }
+    check_collectives(get_ep_group(), rank, "after a rank left");
+    check_collectives(get_world_group(), rank, "after a rank left");
+    get_world_group().barrier();
+  };
+  for (int r = 0; r < 4; ++r) job.start(r, body);
+  const auto deadline = Clock::now() + 60s;
+  for (int r = 0; r < 4; ++r) {
+    const int outcome = job.wait_exit(r, deadline);
+    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
+  }
+}
+
 // shrink_world's argument checks, on a world of one.
 TEST(ShrinkWorld, RejectsBadSetsClearly) {
   WorldOptions options;
