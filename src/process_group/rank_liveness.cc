@@ -49,6 +49,12 @@ unsigned long long pid_namespace() {
   return static_cast<unsigned long long>(info.st_ino);
 }
 
+/// This boot of this node (read once: it does not change while the process runs).
+const std::string& boot_id() {
+  static const std::string id = read_line("/proc/sys/kernel/random/boot_id");
+  return id;
+}
+
 ProcessIdentity parse(const std::string& text) {
   ProcessIdentity id;
   std::istringstream in(text);
@@ -65,8 +71,7 @@ std::string RankLiveness::this_process() {
   unsigned long long start = 0;
   read_stat(pid, state, start);
   std::ostringstream out;
-  out << read_line("/proc/sys/kernel/random/boot_id") << " " << pid_namespace() << " " << pid << " "
-      << start;
+  out << boot_id() << " " << pid_namespace() << " " << pid << " " << start;
   return out.str();
 }
 
@@ -93,7 +98,7 @@ bool process_gone(std::uint64_t pid_ns, long pid, std::uint64_t start) {
 bool RankLiveness::known_gone(const std::string& identity) {
   const ProcessIdentity id = parse(identity);
   // Only a process of this boot can be looked up here.
-  if (id.boot_id.empty() || id.boot_id != read_line("/proc/sys/kernel/random/boot_id")) {
+  if (id.boot_id.empty() || id.boot_id != boot_id()) {
     return false;
   }
   return process_gone(id.pid_ns, id.pid, id.start);
@@ -119,18 +124,13 @@ void RankLiveness::learn_identities() {
   identities_ = std::move(identities);
 }
 
-std::string RankLiveness::identity_of(int rank) {
-  if (!identities_.empty()) return identities_[rank];
-  try {
-    return store_->check({identity_key(rank)}) ? store_->get(identity_key(rank)) : std::string();
-  } catch (const std::exception&) {
-    return {};  // the store is gone: nothing to judge by
-  }
+std::string RankLiveness::identity_of(int rank) const {
+  return identities_.empty() ? std::string() : identities_[rank];
 }
 
-bool RankLiveness::on_this_node(int rank) {
+bool RankLiveness::on_this_node(int rank) const {
   const ProcessIdentity id = parse(identity_of(rank));
-  return !id.boot_id.empty() && id.boot_id == read_line("/proc/sys/kernel/random/boot_id");
+  return !id.boot_id.empty() && id.boot_id == boot_id();
 }
 
 std::vector<int> RankLiveness::dead_ranks() {

@@ -42,7 +42,7 @@ class RankLiveness {
   std::vector<int> dead_ranks();
 
   /// True when world rank `rank` published an identity of this node's current boot.
-  bool on_this_node(int rank);
+  bool on_this_node(int rank) const;
 
   /// "boot-id pid-namespace pid start-time" of this process.
   static std::string this_process();
@@ -54,8 +54,8 @@ class RankLiveness {
   std::string identity_key(int rank) const;
   std::string dead_key(int rank) const;
 
-  /// The identity of `rank`, from learn_identities() or else the store ("" when unknown).
-  std::string identity_of(int rank);
+  /// The identity of `rank` as learn_identities() read it ("" before: nobody is judged).
+  std::string identity_of(int rank) const;
 
   std::shared_ptr<Store> store_;
   int rank_;

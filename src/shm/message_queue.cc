@@ -20,6 +20,7 @@
 #include "groupcoord/dtype.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
+#include "process_group/rank_liveness.h"
 #include "shm/attach_verdict.h"
 #include "shm/chunk_frame.h"
 #include "shm/external_attach.h"
@@ -517,8 +518,7 @@ std::unique_ptr<MessageQueue::Impl> MessageQueue::Impl::make_reader(
                                                    impl->name, impl->writer_label());
   // The writer watches our pid only when it means the same process to it (same namespace).
   shm::ReaderSlot& slot = ring->reader_slot(static_cast<std::size_t>(reader_index));
-  if (ring->header().pid_namespace != 0 &&
-      ring->header().pid_namespace == shm::pid_namespace_id()) {
+  if (ring->header().pid_namespace != 0 && ring->header().pid_namespace == this_pid_namespace()) {
     slot.pid.store(static_cast<std::int32_t>(::getpid()), std::memory_order_relaxed);
   }
   // seq_cst, not just release: readers attaching at the same time from a handle then cannot

@@ -1,18 +1,11 @@
 #include "shm/process_liveness.h"
 
 #include <signal.h>
-#include <sys/stat.h>
 
 #include <cerrno>
 
 namespace groupcoord {
 namespace shm {
-
-std::uint64_t pid_namespace_id() {
-  struct stat info {};
-  if (::stat("/proc/self/ns/pid", &info) != 0) return 0;
-  return static_cast<std::uint64_t>(info.st_ino);
-}
 
 bool process_is_gone(std::int32_t pid) {
   if (pid <= 0) return false;

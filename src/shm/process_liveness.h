@@ -1,7 +1,8 @@
 // Noticing that a peer process on this node died (SIGKILL, OOM killer, crash) while we wait on
 // its flags: without this, a reader would wait out its whole deadline for a writer that no
 // longer exists. Process ids are only comparable inside one pid namespace, so every check is
-// gated on both sides sharing it (containers sharing /dev/shm may not).
+// gated on both sides sharing it (containers sharing /dev/shm may not): this_pid_namespace(),
+// process_group/rank_liveness.h.
 #pragma once
 
 #include <chrono>
@@ -9,9 +10,6 @@
 
 namespace groupcoord {
 namespace shm {
-
-/// Identity of this process's pid namespace (inode of /proc/self/ns/pid); 0 when unknown.
-std::uint64_t pid_namespace_id();
 
 /// True when `pid` certainly no longer exists (kill(pid, 0) fails with ESRCH). False for 0,
 /// for a live process, and when unsure.

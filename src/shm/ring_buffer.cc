@@ -6,6 +6,7 @@
 #include <new>
 
 #include "groupcoord/check.h"
+#include "process_group/rank_liveness.h"
 #include "shm/process_liveness.h"
 
 namespace groupcoord {
@@ -77,7 +78,7 @@ std::unique_ptr<ShmRingBuffer> ShmRingBuffer::create(const std::string& name, st
   header->max_chunk_bytes = max_chunk_bytes;
   header->max_chunks = max_chunks;
   header->token = token;
-  header->pid_namespace = pid_namespace_id();
+  header->pid_namespace = this_pid_namespace();
   header->writer_pid = static_cast<std::int32_t>(::getpid());
   auto* slots = reinterpret_cast<ReaderSlot*>(ring->base() + layout.reader_slots);
   for (std::size_t r = 0; r < n_reader; ++r) new (&slots[r]) ReaderSlot{};

@@ -3,6 +3,7 @@
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/logging.h"
+#include "process_group/rank_liveness.h"
 
 namespace groupcoord {
 namespace shm {
@@ -14,7 +15,7 @@ RingReader::RingReader(ShmRingBuffer& ring, std::size_t reader, std::string labe
       label_(std::move(label)),
       writer_name_(std::move(writer_name)),
       watch_writer_pid_(ring.header().pid_namespace != 0 &&
-                        ring.header().pid_namespace == pid_namespace_id()) {
+                        ring.header().pid_namespace == this_pid_namespace()) {
   GC_ASSERT(reader < ring.n_reader(), label_, ": reader ", reader, " of ", ring.n_reader());
 }
 
