@@ -3,6 +3,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -104,40 +105,39 @@ bool RankLiveness::known_gone(const std::string& identity) {
   return process_gone(id.pid_ns, id.pid, id.start);
 }
 
-RankLiveness::RankLiveness(std::shared_ptr<Store> store, int rank, int world_size)
-    : store_(std::move(store)), rank_(rank), world_size_(world_size) {
-  GC_CHECK(store_ != nullptr, "RankLiveness: null store");
-  store_->set(identity_key(rank_), this_process());
+std::shared_ptr<RankLiveness> RankLiveness::gather(ProcessGroup& world) {
+  // Fixed-size records: "boot-id pid-namespace pid start-time" is under 100 characters.
+  constexpr std::size_t kRecord = 128;
+  const std::string mine = this_process();
+  GC_ASSERT(mine.size() < kRecord, "RankLiveness: identity '", mine, "' longer than ", kRecord);
+  std::vector<char> record(kRecord, '\0');
+  std::copy(mine.begin(), mine.end(), record.begin());
+  std::vector<char> all(kRecord * static_cast<std::size_t>(world.size()));
+  world.all_gather(record.data(), all.data(), kRecord, DType::UInt8);
+  std::vector<std::string> identities;
+  for (int r = 0; r < world.size(); ++r) identities.emplace_back(all.data() + r * kRecord);
+  return std::shared_ptr<RankLiveness>(
+      new RankLiveness(world.store(), world.rank(), std::move(identities)));
 }
 
-std::string RankLiveness::identity_key(int rank) const {
-  return "liveness/identity/" + std::to_string(rank);
-}
+RankLiveness::RankLiveness(std::shared_ptr<Store> store, int rank,
+                           std::vector<std::string> identities)
+    : store_(std::move(store)), rank_(rank), identities_(std::move(identities)) {}
 
 std::string RankLiveness::dead_key(int rank) const {
   return "liveness/dead/" + std::to_string(rank);
 }
 
-void RankLiveness::learn_identities() {
-  std::vector<std::string> identities(world_size_);
-  for (int r = 0; r < world_size_; ++r) identities[r] = store_->get(identity_key(r));
-  identities_ = std::move(identities);
-}
-
-std::string RankLiveness::identity_of(int rank) const {
-  return identities_.empty() ? std::string() : identities_[rank];
-}
-
 bool RankLiveness::on_this_node(int rank) const {
-  const ProcessIdentity id = parse(identity_of(rank));
+  const ProcessIdentity id = parse(identities_[rank]);
   return !id.boot_id.empty() && id.boot_id == boot_id();
 }
 
 std::vector<int> RankLiveness::dead_ranks() {
   std::vector<int> dead;
-  for (int r = 0; r < world_size_; ++r) {
+  for (int r = 0; r < static_cast<int>(identities_.size()); ++r) {
     if (r == rank_) continue;
-    bool gone = known_gone(identity_of(r));
+    bool gone = known_gone(identities_[r]);
     try {
       if (gone) {
         store_->set(dead_key(r), std::to_string(rank_));  // tells the ranks of other nodes

@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "groupcoord/process_group.h"
 #include "groupcoord/store.h"
 
 namespace groupcoord {
@@ -26,22 +27,18 @@ bool process_gone(std::uint64_t pid_ns, long pid, std::uint64_t start);
 /// The liveness records of one world (created collectively with it; cheap).
 class RankLiveness {
  public:
-  /// Publishes this process's identity as `rank` of `world_size` in `store` (the world group's
-  /// own store, so that a renumbered world after a shrink starts with fresh records).
-  RankLiveness(std::shared_ptr<Store> store, int rank, int world_size);
-
-  /// Reads every rank's identity once (after a collective that every rank entered after
-  /// publishing, such as a barrier), so that dead_ranks() needs no store: the store's host may be
-  /// the rank that died.
-  void learn_identities();
+  /// Collective over `world` (the world group, `rank` of `world_size`): every rank's identity
+  /// reaches every rank in one all_gather, so that dead_ranks() needs no store to judge (the
+  /// store's host may be the rank that died). `store` (the world group's own, so that a
+  /// renumbered world after a shrink starts with fresh records) carries the findings.
+  static std::shared_ptr<RankLiveness> gather(ProcessGroup& world);
 
   /// World ranks known dead, ascending: those this process sees gone (same node and pid
   /// namespace) plus those any other rank reported through the store when it can be reached.
-  /// Publishes its own findings there. Never blocks on a missing record (a rank whose identity
-  /// is unknown is not judged).
+  /// Publishes its own findings there.
   std::vector<int> dead_ranks();
 
-  /// True when world rank `rank` published an identity of this node's current boot.
+  /// True when world rank `rank` runs on this node's current boot.
   bool on_this_node(int rank) const;
 
   /// "boot-id pid-namespace pid start-time" of this process.
@@ -51,16 +48,12 @@ class RankLiveness {
   static bool known_gone(const std::string& identity);
 
  private:
-  std::string identity_key(int rank) const;
+  RankLiveness(std::shared_ptr<Store> store, int rank, std::vector<std::string> identities);
   std::string dead_key(int rank) const;
-
-  /// The identity of `rank` as learn_identities() read it ("" before: nobody is judged).
-  std::string identity_of(int rank) const;
 
   std::shared_ptr<Store> store_;
   int rank_;
-  int world_size_;
-  std::vector<std::string> identities_;  ///< by rank, after learn_identities()
+  std::vector<std::string> identities_;  ///< by world rank
 };
 
 }  // namespace groupcoord

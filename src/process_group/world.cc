@@ -63,16 +63,6 @@ std::optional<RankFailurePolicy> policy_from_environment() {
   return RankFailurePolicy::kIdentify;
 }
 
-/// Collective over `group` (the world group): publishes this rank's identity, waits for every
-/// rank to have done so (a barrier) and reads them all, so that finding the dead later needs no
-/// store.
-std::shared_ptr<RankLiveness> make_liveness(ProcessGroup& group, int rank, int world_size) {
-  auto liveness = std::make_shared<RankLiveness>(group.store(), rank, world_size);
-  group.barrier();
-  liveness->learn_identities();
-  return liveness;
-}
-
 /// Checks a shrink's excluded set against the world; returns it sorted.
 std::vector<int> checked_exclusion(const WorldState& world, std::vector<int> excluded) {
   const RendezvousResult& info = world.info;
@@ -162,7 +152,7 @@ void init_world(const WorldOptions& options, const EnvLookup& env) {
   group_options.timeout = options.timeout;
   group_options.single_node = info.single_node;
   world.group = ProcessGroup::create_world(info.store, info.rank, info.world_size, group_options);
-  world.liveness = make_liveness(*world.group, info.rank, info.world_size);
+  world.liveness = RankLiveness::gather(*world.group);
   world.info = std::move(info);
   world.timeout = options.timeout;
   world.initialized = true;
@@ -251,7 +241,7 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   // From here the old world group is retired: a failure leaves the world unusable.
   std::shared_ptr<RankLiveness> liveness;
   try {
-    liveness = make_liveness(*group, new_rank, new_size);
+    liveness = RankLiveness::gather(*group);
   } catch (const std::exception& e) {
     world.group = group;
     world.failed_shrink = e.what();
