@@ -145,9 +145,10 @@ CONFIGURE=(cmake -S "$ROOT" -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_F
   -DCMAKE_PREFIX_PATH="$DEPS/usr" -DCMAKE_CUDA_ARCHITECTURES=90)
 PYBIND11_DIR="$("$PY" -m pybind11 --cmakedir 2>/dev/null)" &&
   CONFIGURE+=(-Dpybind11_DIR="$PYBIND11_DIR")
-read -r -a TARGETS <<<"${GC_TARGETS:-test_cuda_units test_cuda_communicator test_cuda_coordinator
+# (one line per `read`: the default list spans lines, so newlines become spaces first)
+read -r -a TARGETS <<<"$(echo ${GC_TARGETS:-test_cuda_units test_cuda_communicator test_cuda_coordinator
   test_cuda_symmetric test_cuda_elastic groupcoord_python bench_host_overhead bench_all_reduce
-  test_store}"
+  test_store})"
 if ! run_step configure 600 "${CONFIGURE[@]}" ||
    ! run_step build 1500 cmake --build "$BUILD" -j "$(nproc)" --target "${TARGETS[@]}"; then
   tail -40 "$LOGS"/configure.log "$LOGS"/build.log 2>/dev/null

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_values.h"
 #include "forked_job.h"
 #include "groupcoord/errors.h"
 #include "groupcoord/group_coordinator.h"
@@ -44,29 +45,16 @@ bool gpu_visible() {
   return WIFEXITED(status) && WEXITSTATUS(status) == 0;
 }
 
-/// A float32 tensor of `n` elements equal to `value` on `device`.
+/// A float32 tensor of `n` elements equal to `value` on `device`, uploaded through the current
+/// stream (cuda_values.h: a plain cudaMemcpy on the legacy stream is not ordered before our
+/// non-blocking streams).
 Tensor device_filled(std::int64_t n, float value, Device device) {
-  Tensor t = Tensor::empty({n}, DType::Float32, device);
-  const std::vector<float> host(n, value);
-  if (cudaMemcpy(t.data_ptr(), host.data(), n * sizeof(float), cudaMemcpyHostToDevice) !=
-      cudaSuccess) {
-    throw std::runtime_error("cudaMemcpy to the device failed");
-  }
-  return t;
-}
-
-std::vector<float> to_host(const Tensor& t) {
-  std::vector<float> host(t.numel());
-  if (cudaMemcpy(host.data(), t.data_ptr(), host.size() * sizeof(float), cudaMemcpyDeviceToHost) !=
-      cudaSuccess) {
-    throw std::runtime_error("cudaMemcpy to the host failed");
-  }
-  return host;
+  return testing::device_floats({n}, device, [value](std::int64_t) { return value; });
 }
 
 void expect_all(int rank, const std::string& what, const Tensor& t, float (*expected)(std::size_t),
                 float scale = 1.0f) {
-  const std::vector<float> host = to_host(t);
+  const std::vector<double> host = testing::host_values(t);
   for (std::size_t i = 0; i < host.size(); ++i) {
     if (host[i] != expected(i) * scale) {
       Job::fail(rank, what + ": element " + std::to_string(i) + " is " + std::to_string(host[i]) +

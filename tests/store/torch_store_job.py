@@ -41,7 +41,14 @@ def main() -> int:
         import torch
         import torch.distributed as dist
 
-        dist.init_process_group("gloo")  # env://: a client of the same store
+        # A client of the same server. Torch >= 2.4 keys its own rendezvous without the restart
+        # count (its agent starts a new server per restart); with_torch_store.py runs both
+        # attempts against one server, so torch's keys get the attempt here, as groupcoord's do.
+        server = dist.TCPStore(os.environ["MASTER_ADDR"], int(os.environ["MASTER_PORT"]),
+                               is_master=False)
+        attempt = os.environ.get("TORCHELASTIC_RESTART_COUNT", "0")
+        dist.init_process_group("gloo", store=dist.PrefixStore(f"torch/attempt_{attempt}", server),
+                                rank=rank, world_size=int(os.environ["WORLD_SIZE"]))
         t = torch.ones(3) * (rank + 1)
         dist.all_reduce(t)
         n = dist.get_world_size()
