@@ -440,16 +440,8 @@ void NcclComm::abandon(const std::string& why) {
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (!broken_) {
-      broken_ = true;
-      broken_by_timeout_ = false;
-      broken_reason_ = why;
-      live_comm_.store(nullptr, std::memory_order_release);
-      if (comm_ != nullptr) {
-        DeviceGuard guard(device_);
-        // Abort, not finalize: finalizing would wait for the peers, the dead one included.
-        api_->CommAbort(comm_);
-        comm_ = nullptr;
-      }
+      // Abort, not finalize: finalizing would wait for the peers, the dead one included.
+      abort_locked(/*timed_out=*/false, why);
       // Results of operations the abort stopped are garbage: waits that know nothing about
       // communicators must say so.
       if (pending) record_abort(name_ + ": " + why);
@@ -911,19 +903,24 @@ void NcclComm::keep_forever(Tensor buffer) {
   kept->push_back(std::move(buffer));
 }
 
-void NcclComm::break_locked(bool timed_out, const std::string& reason) {
-  if (broken_) return;  // the first reason is the one worth reporting
+void NcclComm::abort_locked(bool timed_out, const std::string& reason) {
   broken_ = true;
   live_comm_.store(nullptr, std::memory_order_release);
   broken_by_timeout_ = timed_out;
   broken_reason_ = reason;
-  GC_LOG(Error, name_, ": aborting the NCCL communicator (rank ", rank_, " of ", size_, " on ",
-         device_.str(), "): ", reason);
   if (comm_ != nullptr) {
+    DeviceGuard guard(device_);
     // Aborting makes NCCL's kernels give up, so every stream waiting on them drains.
     api_->CommAbort(comm_);
     comm_ = nullptr;
   }
+}
+
+void NcclComm::break_locked(bool timed_out, const std::string& reason) {
+  if (broken_) return;  // the first reason is the one worth reporting
+  GC_LOG(Error, name_, ": aborting the NCCL communicator (rank ", rank_, " of ", size_, " on ",
+         device_.str(), "): ", reason);
+  abort_locked(timed_out, reason);
   record_abort(name_ + ": " + reason);
 }
 

@@ -287,7 +287,10 @@ class NcclComm : public std::enable_shared_from_this<NcclComm> {
   bool close_communicator(bool operations_done, std::chrono::milliseconds limit);
 
   // ---- failure handling (the watchdog) ----
-  /// Aborts the communicator and records why; the first reason wins. Requires mutex_.
+  /// Marks the communicator broken for `reason` and aborts it (on its device). Requires mutex_
+  /// and !broken_.
+  void abort_locked(bool timed_out, const std::string& reason);
+  /// Aborts the communicator, logs and records why; the first reason wins. Requires mutex_.
   void break_locked(bool timed_out, const std::string& reason);
   /// As break_locked, taking mutex_.
   void break_comm(bool timed_out, const std::string& reason);
