@@ -1,6 +1,7 @@
 #include "process_group/shrink_agreement.h"
 
 #include <algorithm>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -18,6 +19,8 @@ std::string proposal_key(int attempt, int rank) {
 }
 
 constexpr std::chrono::milliseconds kLongestPause(50);
+// How often a wait looks for survivors that died (a /proc lookup per peer, and the store).
+constexpr std::chrono::milliseconds kLivenessInterval(100);
 
 /// Runs a store call; a store that cannot be reached (its host died) is the one failure a shrink
 /// cannot get past, so it says so.
@@ -34,10 +37,33 @@ void reach_store(Call call) {
   }
 }
 
+/// Throws RankFailureError when one of `missing` is among the dead: the shrink must then exclude
+/// it too, in a new attempt.
+void throw_if_one_died(const std::vector<int>& missing, const std::vector<int>& excluded,
+                       const std::string& mine,
+                       const std::function<std::vector<int>()>& find_dead) {
+  std::vector<int> dead;
+  reach_store([&] { dead = find_dead(); });
+  std::vector<int> died;
+  std::set_intersection(missing.begin(), missing.end(), dead.begin(), dead.end(),
+                        std::back_inserter(died));
+  if (died.empty()) return;
+  std::vector<int> retry;
+  std::set_union(excluded.begin(), excluded.end(), died.begin(), died.end(),
+                 std::back_inserter(retry));
+  throw RankFailureError(
+      "shrink: world ranks " + detail::ranks_str(died) +
+          " died before saying which ranks to exclude (this rank would exclude " + mine +
+          "); nothing was changed: shrink again on every survivor, excluding " +
+          detail::ranks_str(retry),
+      retry);
+}
+
 }  // namespace
 
 void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
-                       const std::vector<int>& excluded, std::chrono::milliseconds timeout) {
+                       const std::vector<int>& excluded, std::chrono::milliseconds timeout,
+                       const std::function<std::vector<int>()>& find_dead) {
   const std::string mine = detail::ranks_str(excluded);
   std::vector<int> survivors;
   for (int r = 0; r < world_size; ++r) {
@@ -46,6 +72,7 @@ void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
   reach_store([&] { store.set(proposal_key(attempt, rank), mine); });
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> missing = survivors;
+  auto next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
   // Polled rather than one wait on every key, so that a timeout can name who did not answer.
   for (std::chrono::milliseconds pause(1);; pause = std::min(pause * 2, kLongestPause)) {
     reach_store([&] {
@@ -54,7 +81,12 @@ void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
                     missing.end());
     });
     if (missing.empty()) break;
-    if (std::chrono::steady_clock::now() >= deadline) {
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= next_liveness_check) {
+      next_liveness_check = now + kLivenessInterval;
+      throw_if_one_died(missing, excluded, mine, find_dead);
+    }
+    if (now >= deadline) {
       GC_THROW(TimeoutError, "shrink: world ranks ", detail::ranks_str(missing),
                " did not say which ranks to exclude within ", timeout.count(),
                " ms (this rank would exclude ", mine,

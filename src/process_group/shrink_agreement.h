@@ -5,6 +5,7 @@
 #pragma once
 
 #include <chrono>
+#include <functional>
 #include <memory>
 #include <vector>
 
@@ -14,10 +15,13 @@ namespace groupcoord {
 
 /// Collective over the world ranks of [0, world_size) not in `excluded` (ascending, without
 /// `rank`): publishes `excluded` under attempt `attempt` and checks that every survivor published
-/// the same. Throws TimeoutError naming the survivors that did not answer within `timeout`,
-/// DistributedError naming those that disagree (or when the store cannot be reached: its host is
-/// gone).
+/// the same. While it waits it asks `find_dead` (world ranks known dead) every 100 ms, so that a
+/// survivor that dies before answering ends the wait at once: RankFailureError naming `excluded`
+/// and it, the set to retry with (a later attempt). Throws TimeoutError naming the survivors that
+/// did not answer within `timeout`, DistributedError naming those that disagree (or when the store
+/// cannot be reached: its host is gone).
 void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
-                       const std::vector<int>& excluded, std::chrono::milliseconds timeout);
+                       const std::vector<int>& excluded, std::chrono::milliseconds timeout,
+                       const std::function<std::vector<int>()>& find_dead);
 
 }  // namespace groupcoord

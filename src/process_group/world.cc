@@ -214,8 +214,9 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   RendezvousResult& info = world.info;
   const std::vector<int> excluded = checked_exclusion(world, excluded_world_ranks);
   const int attempt = ++world.shrink_attempts;
+  const std::shared_ptr<RankLiveness> liveness_before = world.liveness;
   agree_on_excluded(*world.group->store(), attempt, info.rank, info.world_size, excluded,
-                    world.timeout);
+                    world.timeout, [&] { return liveness_before->dead_ranks(); });
 
   WorldShrink shrink;
   shrink.epoch = static_cast<int>(world.shrinks.size()) + 1;

@@ -235,6 +235,58 @@ TEST_F(Elastic, SurvivorsShrinkAfterEachOfTwoKillsAndKeepServing) {
   testing::expect_empty(job.rendezvous_dir() + "/");
 }
 
+// A survivor dies before it joins the shrink (world rank 3 dies in an all_reduce, then rank 2
+// while the others agree on excluding 3): the agreement sees it gone instead of waiting out the
+// timeout, says to exclude [2, 3], and the retry shrinks the world to 2.
+TEST_F(Elastic, ASurvivorThatDiesBeforeTheShrinkIsFoundAndTheShrinkRetried) {
+  Job job(dir_.path(), id(), 4);
+  const auto body = [](Job& j, int rank) {
+    set_rank_failure_policy(RankFailurePolicy::kIdentify);
+    initialize_model_parallel(2, 1, 1, 1, /*data_parallel_size=*/2);
+    std::vector<int> dead = reduce_until_a_death(j, rank, "working-4");
+    if (dead != std::vector<int>{3}) Job::fail(rank, "first death: dead ranks " + str(dead));
+    if (rank == 2) {
+      j.at(rank, "parked");  // the test kills it here
+      std::this_thread::sleep_for(60s);
+      Job::fail(rank, "not killed");
+    }
+    try {
+      shrink_model_parallel(dead);
+      Job::fail(rank, "the shrink went through without world rank 2");
+    } catch (const RankFailureError& e) {
+      j.at(rank, "told");
+      if (e.dead_ranks() != std::vector<int>{2, 3} ||
+          std::strstr(e.what(), "world ranks [2] died before saying") == nullptr) {
+        Job::fail(rank, std::string("unclear error (") + str(e.dead_ranks()) + "): " + e.what());
+      }
+      dead = e.dead_ranks();
+    }
+    const ModelParallelShrink shrink = shrink_model_parallel(dead);
+    if (shrink.world_size != 2 || shrink.layout.tp != std::vector<std::vector<int>>{{0, 1}}) {
+      Job::fail(rank, "the retry: world size " + std::to_string(shrink.world_size));
+    }
+    j.at(rank, "shrunk-2");
+    check_every_group(rank, "world size 2 after the retry");
+    get_world_group().barrier();
+  };
+  for (int r = 0; r < 4; ++r) job.start(r, body);
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
+  job.kill(3);
+  ASSERT_TRUE(job.wait_for(2, "parked", 30s));
+  std::this_thread::sleep_for(300ms);  // ranks 0 and 1 are waiting in the agreement by now
+  const auto killed = job.kill(2);
+  const double told = seconds_until(job, {0, 1}, "told", killed);
+  std::printf("[elastic] a survivor died before the shrink: told %.2f s after the kill\n", told);
+  EXPECT_LT(told, 2.0) << "the agreement waited for its deadline instead of seeing the death";
+  seconds_until(job, {0, 1}, "shrunk-2", killed);
+  const auto deadline = Clock::now() + 60s;
+  for (int r : {0, 1}) {
+    const int outcome = job.wait_exit(r, deadline);
+    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
+  }
+  testing::expect_no_segments_of(job.all_pids());
+}
+
 // The store host (world rank 0 of an env:// job) dies: the survivors learn that it cannot be
 // survived, by a clear error, not a hang.
 TEST_F(Elastic, TheStoreHostsDeathIsRefusedClearly) {
