@@ -46,7 +46,10 @@ def launch(tmp_path: Path, gpus: int, needs: str = "os", ranks: int = 2,
     mpirun = executable(tmp_path / "mpirun", FAKE_MPIRUN)
     env = {k: v for k, v in os.environ.items()
            if k not in ("NCCL_HOSTID", "CUDA_VISIBLE_DEVICES")}
-    env["PATH"] = f"{bin_dir}:/usr/bin:/bin"
+    # Only bin_dir: a real nvidia-smi in /usr/bin (a GPU host) must not answer for the fake.
+    if not (bin_dir / "sh").exists():
+        (bin_dir / "sh").symlink_to("/bin/sh")
+    env["PATH"] = str(bin_dir)
     if visible is not None:
         env["CUDA_VISIBLE_DEVICES"] = visible
     return subprocess.run(
