@@ -7,6 +7,9 @@
 # host are served remotely. Needs root (CAP_SYS_ADMIN, CAP_NET_ADMIN) and iproute2: without them it
 # prints why and exits 0 (a skip). Exit status non-zero when any rank fails.
 #
+# Then a dead rank on the other host (second host in a pid namespace of its own): the survivors of
+# both hosts get RankFailureError naming it and shrink (python/tests/elastic_two_hosts_job.py).
+#
 # Message queues made by the group serve the readers of the other host over TCP. Not run across
 # hosts: the three external-writer tests, whose writer process builds a handle for readers that
 # all share its memory (readers of an external writer on other nodes are not supported); set
@@ -74,5 +77,48 @@ if [ $status -ne 0 ]; then
   done
 fi
 tail -3 "$LOGS/rank0.log"
+
+# ---- a dead rank on the other host (docs/elastic.md) --------------------------------------------
+# Host B gets a pid namespace of its own (and its own /proc), as another machine would: ranks 0
+# and 1 cannot see its processes, so they learn of rank 3's death from rank 2's report in the store.
+# elastic_command HOST VETH RANK LOCAL_RANK
+elastic_command() {
+  echo "env RANK=$3 WORLD_SIZE=4 LOCAL_RANK=$4 LOCAL_WORLD_SIZE=2 \
+    MASTER_ADDR=$ADDR_A MASTER_PORT=29642 GROUPCOORD_STORE_TOKEN=two-hosts-elastic-$SUFFIX \
+    GLOO_SOCKET_IFNAME=$2 PYTHONPATH=$BUILD/python \
+    timeout 120 /usr/bin/python3 $ROOT/python/tests/elastic_two_hosts_job.py >$LOGS/elastic$3.log 2>&1"
+}
+# elastic_host NS NAME VETH FIRST_RANK EXPECTED_SECOND UNSHARE_FLAGS...: the second rank's
+# expected exit status is given (137: rank 3 kills itself).
+elastic_host() {
+  local ns="$1" name="$2" veth="$3" first="$4" second_status="$5"
+  shift 5
+  ip netns exec "$ns" unshare --uts --mount --propagation private "$@" sh -c "
+    hostname $name && mount -t tmpfs -o mode=1777 tmpfs /dev/shm || exit 97
+    $(elastic_command "$name" "$veth" "$first" 0) & a=\$!
+    $(elastic_command "$name" "$veth" $((first + 1)) 1) & b=\$!
+    wait \$a; ra=\$?; wait \$b; rb=\$?
+    [ \$ra -eq 0 ] && [ \$rb -eq $second_status ]"
+}
+elastic=0
+if unshare --pid --fork --mount-proc true 2>/dev/null; then
+  elastic_host "$NS_A" gc-host-a "$VETH_A" 0 0 & host_a=$!
+  elastic_host "$NS_B" gc-host-b "$VETH_B" 2 137 --pid --fork --mount-proc & host_b=$!
+  wait $host_a || elastic=1
+  wait $host_b || elastic=1
+  for i in 0 1 2 3; do
+    if [ $elastic -ne 0 ]; then
+      echo "[two-hosts] ---- elastic rank $i ----"
+      tail -20 "$LOGS/elastic$i.log"
+    else
+      grep -h "survived" "$LOGS/elastic$i.log" | sed 's/^/[two-hosts] elastic: /'
+    fi
+  done
+  [ $elastic -eq 0 ] && echo "[two-hosts] elastic: rank 3 of the other host died; all survivors shrank"
+  [ $elastic -ne 0 ] && status=1
+else
+  echo "[two-hosts] elastic phase SKIPPED: cannot make a pid namespace here (unshare --pid)"
+fi
+
 [ $status -eq 0 ] && echo "[two-hosts] passed" && rm -rf "$LOGS"
 exit $status

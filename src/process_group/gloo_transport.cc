@@ -3,11 +3,13 @@
 #include <gloo/transport/tcp/attr.h>
 #include <gloo/transport/tcp/device.h>
 #include <netdb.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
 
 #include <cstdlib>
+#include <mutex>
 
 #include "groupcoord/check.h"
 #include "groupcoord/logging.h"
@@ -43,6 +45,29 @@ std::string this_host_name() {
   return name;
 }
 
+/// Gloo's TCP pairs write with writev, which raises SIGPIPE when the peer's socket is closed (a
+/// dead or failed rank): with the default action that kills this process instead of the operation
+/// failing with EPIPE. So, once per process, SIGPIPE is ignored when nobody chose its action
+/// (Python does the same at start-up; a handler the program installed is left alone).
+void ignore_default_sigpipe() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    struct sigaction current {};
+    if (sigaction(SIGPIPE, nullptr, &current) != 0 || current.sa_handler != SIG_DFL ||
+        (current.sa_flags & SA_SIGINFO) != 0) {
+      return;
+    }
+    struct sigaction ignore {};
+    ignore.sa_handler = SIG_IGN;
+    sigemptyset(&ignore.sa_mask);
+    if (sigaction(SIGPIPE, &ignore, nullptr) == 0) {
+      GC_LOG(Debug,
+             "process group: SIGPIPE ignored (it was the default action), so that a "
+             "closed peer connection fails the operation instead of ending the process");
+    }
+  });
+}
+
 }  // namespace
 
 TransportAddress choose_transport_address(const ProcessGroupOptions& options) {
@@ -72,6 +97,7 @@ std::shared_ptr<GlooTransport> GlooTransport::create(const ProcessGroupOptions& 
       (address.iface.empty() ? address.hostname : "interface " + address.iface) + " (" +
       address.reason + ")";
   std::shared_ptr<GlooTransport> transport(new GlooTransport());
+  ignore_default_sigpipe();
   try {
     transport->device_ = gloo::transport::tcp::CreateDevice(attr);
   } catch (const std::exception& e) {

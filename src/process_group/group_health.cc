@@ -23,10 +23,20 @@ void GroupHealth::check_usable(const char* op) const {
 }
 
 void GroupHealth::mark_broken(const std::string& reason) {
+  std::function<void()> hook;
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    if (broken_) return;  // keep the first cause: later errors are usually its echoes
+    broken_ = true;
+    reason_ = reason;
+    hook = std::move(on_break_);
+  }
+  if (hook) hook();
+}
+
+void GroupHealth::on_first_break(std::function<void()> hook) {
   std::lock_guard<std::mutex> lock(mutex_);
-  if (broken_) return;  // keep the first cause: later errors are usually its echoes
-  broken_ = true;
-  reason_ = reason;
+  on_break_ = std::move(hook);
 }
 
 void GroupHealth::mark_destroyed(const std::string& why) {

@@ -2,6 +2,7 @@
 // operations, so that an error seen by a waiter thread breaks the group for every later caller.
 #pragma once
 
+#include <functional>
 #include <mutex>
 #include <string>
 
@@ -20,8 +21,13 @@ class GroupHealth {
   /// Throws DistributedError when the group is broken or destroyed; `op` names the refused call.
   void check_usable(const char* op) const;
 
-  /// Records the first transport error; later calls fail fast with it.
+  /// Records the first transport error; later calls fail fast with it. The first time, runs the
+  /// hook given to on_first_break (outside the lock).
   void mark_broken(const std::string& reason);
+  /// `hook` runs once, on the thread that first marks the group broken. The process group closes
+  /// its Gloo connections there, so that peers blocked on this rank fail at once instead of at
+  /// their deadline (a failure spreads through the group as an NCCL abort does).
+  void on_first_break(std::function<void()> hook);
   /// Records that destroy() ran; `why`, when given, is added to every later refusal (e.g. "it
   /// was shrunk without world ranks [2]; use the group that shrink returned").
   void mark_destroyed(const std::string& why = {});
@@ -36,6 +42,7 @@ class GroupHealth {
   bool destroyed_ = false;
   std::string reason_;
   std::string destroyed_why_;
+  std::function<void()> on_break_;
 };
 
 }  // namespace groupcoord

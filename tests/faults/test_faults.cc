@@ -124,6 +124,71 @@ TEST_F(DeadRank, RankZeroKilledWhileItHostsTheStore) {
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
+// Over Gloo (shared memory off), a rank that is not a ring neighbour of the dead one learns of the
+// failure from a neighbour that broke, which closes its connections: well before its own deadline.
+// The survivors stay alive after their error (as an engine that shrinks does), so that no exit
+// closes the connections for them.
+TEST_F(DeadRank, AFailureSpreadsOverGlooBeforeTheTimeout) {
+  groupcoord::testing::ScopedEnv gloo_only("GROUPCOORD_CPU_SHM", "0");
+  Job job(dir_.path(), id(), 4);
+  const auto body = [](Job& j, int rank) {
+    try {
+      reduce_forever(j, rank);
+    } catch (const DistributedError&) {
+      j.at(rank, "raised");
+      std::this_thread::sleep_for(2s);  // the others hear of it from this rank before it exits
+      throw;
+    }
+  };
+  for (int r = 0; r < 4; ++r) job.start(r, body);
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working"));
+  const auto killed = job.kill(3);
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_TRUE(job.wait_for(r, "raised",
+                             std::chrono::duration_cast<std::chrono::seconds>(kTimeout + kSlack)));
+    const double seconds = std::chrono::duration<double>(Clock::now() - killed).count();
+    std::printf("[fault test] rank %d raised %.2f s after the kill\n", r, seconds);
+    EXPECT_LT(seconds, 1.5) << "rank " << r << " waited for its deadline (" << kTimeout.count()
+                            << " s) instead of hearing of the failure";
+  }
+  for (int r = 0; r < 3; ++r) expect_raises(job, r, killed);
+  expect_clean_and_reusable(job, dir_.path(), id());
+}
+
+void program_sigpipe_handler(int) {}
+
+// Gloo writes to a dead peer's closed socket with writev: SIGPIPE. With the default action that
+// ended the process (exit 141 in the test above, now and then); the process group ignores it when
+// nobody chose an action, and keeps a handler the program installed.
+TEST_F(DeadRank, SigpipeCannotEndARankUnlessTheProgramAskedFor) {
+  groupcoord::testing::ScopedEnv gloo_only("GROUPCOORD_CPU_SHM", "0");
+  const auto sigpipe_handler = [] {
+    struct sigaction current {};
+    sigaction(SIGPIPE, nullptr, &current);
+    return current.sa_handler;
+  };
+  for (const bool program_handler : {false, true}) {
+    struct sigaction action {};
+    action.sa_handler = program_handler ? program_sigpipe_handler : SIG_DFL;
+    sigaction(SIGPIPE, &action, nullptr);  // the forked ranks inherit it
+    Job job(dir_.path(), id() + (program_handler ? "-handler" : "-default"), 2);
+    const auto body = [&](Job&, int rank) {
+      const auto expected = program_handler ? program_sigpipe_handler : SIG_IGN;
+      if (sigpipe_handler() != expected) Job::fail(rank, "SIGPIPE's action is not the expected");
+    };
+    for (int r = 0; r < 2; ++r) job.start(r, body);
+    const auto deadline = Clock::now() + kTimeout + kSlack;
+    for (int r = 0; r < 2; ++r) {
+      const int outcome = job.wait_exit(r, deadline);
+      EXPECT_EQ(outcome, kCompleted) << (program_handler ? "with" : "without")
+                                     << " a handler, rank " << r << ": " << outcome_name(outcome);
+    }
+  }
+  struct sigaction restore {};
+  restore.sa_handler = SIG_DFL;
+  sigaction(SIGPIPE, &restore, nullptr);
+}
+
 // Ranks 0 and 1 start and wait inside the rendezvous for rank 2; `victim` (0 or 1) dies; rank 2
 // starts after the death. Then the survivors must raise, rank 2 within its own timeout.
 void expect_survivors_of_a_death_during_rendezvous(Job& job, int victim) {
