@@ -23,7 +23,7 @@ void GroupHealth::check_usable(const char* op) const {
 }
 
 void GroupHealth::mark_broken(const std::string& reason) {
-  std::function<void()> hook;
+  std::function<void(const std::string&)> hook;
   {
     std::lock_guard<std::mutex> lock(mutex_);
     if (broken_) return;  // keep the first cause: later errors are usually its echoes
@@ -31,10 +31,10 @@ void GroupHealth::mark_broken(const std::string& reason) {
     reason_ = reason;
     hook = std::move(on_break_);
   }
-  if (hook) hook();
+  if (hook) hook(reason);
 }
 
-void GroupHealth::on_first_break(std::function<void()> hook) {
+void GroupHealth::on_first_break(std::function<void(const std::string&)> hook) {
   std::lock_guard<std::mutex> lock(mutex_);
   on_break_ = std::move(hook);
 }

@@ -24,10 +24,11 @@ class GroupHealth {
   /// Records the first transport error; later calls fail fast with it. The first time, runs the
   /// hook given to on_first_break (outside the lock).
   void mark_broken(const std::string& reason);
-  /// `hook` runs once, on the thread that first marks the group broken. The process group closes
-  /// its Gloo connections there, so that peers blocked on this rank fail at once instead of at
-  /// their deadline (a failure spreads through the group as an NCCL abort does).
-  void on_first_break(std::function<void()> hook);
+  /// `hook` runs once, with the reason, on the thread that first marks the group broken. The
+  /// process group aborts its pending transfers and closes its Gloo connections there, so that
+  /// peers blocked on this rank fail at once instead of at their deadline (a failure spreads
+  /// through the group as an NCCL abort does).
+  void on_first_break(std::function<void(const std::string&)> hook);
   /// Records that destroy() ran; `why`, when given, is added to every later refusal (e.g. "it
   /// was shrunk without world ranks [2]; use the group that shrink returned").
   void mark_destroyed(const std::string& why = {});
@@ -42,7 +43,7 @@ class GroupHealth {
   bool destroyed_ = false;
   std::string reason_;
   std::string destroyed_why_;
-  std::function<void()> on_break_;
+  std::function<void(const std::string&)> on_break_;
 };
 
 }  // namespace groupcoord

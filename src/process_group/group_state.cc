@@ -23,6 +23,7 @@ std::shared_ptr<gloo::Context> ProcessGroup::State::acquire(const char* op) {
 
 void ProcessGroup::State::register_op_locked(const std::shared_ptr<AsyncOp>& op, const char* what) {
   health->check_usable(what);
+  std::lock_guard<std::mutex> ops_lock(ops_mutex);
   // Forget finished ops now and then so the list tracks only what may still be in flight.
   if (ops.size() >= 64 && ops.size() == ops.capacity()) {
     ops.erase(std::remove_if(ops.begin(), ops.end(),
@@ -38,7 +39,7 @@ void ProcessGroup::State::register_op_locked(const std::shared_ptr<AsyncOp>& op,
 void ProcessGroup::State::drain_ops(std::chrono::milliseconds bound) {
   std::vector<std::shared_ptr<AsyncOp>> pending;
   {
-    std::lock_guard<std::mutex> lock(mutex);
+    std::lock_guard<std::mutex> lock(ops_mutex);
     for (auto& weak : ops) {
       if (auto op = weak.lock()) pending.push_back(std::move(op));
     }
@@ -61,6 +62,17 @@ void ProcessGroup::State::drain_ops(std::chrono::milliseconds bound) {
              " did not stop after being aborted");
     }
   }
+}
+
+void ProcessGroup::State::abort_ops(const std::string& why) {
+  std::vector<std::shared_ptr<AsyncOp>> pending;
+  {
+    std::lock_guard<std::mutex> lock(ops_mutex);
+    for (auto& weak : ops) {
+      if (auto op = weak.lock(); op && !op->is_completed()) pending.push_back(std::move(op));
+    }
+  }
+  for (auto& op : pending) op->abort(why);  // without ops_mutex: abort takes the op's own lock
 }
 
 }  // namespace groupcoord

@@ -54,6 +54,9 @@ struct ProcessGroup::State {
   std::mutex mutex;
   std::shared_ptr<GlooTransport> transport;
   std::shared_ptr<gloo::Context> context;
+  /// Guards `ops` (taken inside `mutex`, or alone: the group's first break aborts the ops from
+  /// wherever it happens, `mutex` held or not).
+  std::mutex ops_mutex;
   /// isend/irecv/send/recv still (possibly) in flight, so destroy() can wait for or abort them.
   std::vector<std::weak_ptr<AsyncOp>> ops;
   /// Ordering state of each (source rank, tag) receive stream.
@@ -68,6 +71,11 @@ struct ProcessGroup::State {
 
   /// Waits up to `bound` for the recorded ops, aborts the rest and forgets them all.
   void drain_ops(std::chrono::milliseconds bound);
+
+  /// Aborts the recorded ops that are still pending (they raise, naming `why`). For the group's
+  /// first break: its connections are about to close, and a transfer waiting on one would
+  /// otherwise wait for its deadline. Takes only `ops_mutex`.
+  void abort_ops(const std::string& why);
 };
 
 /// "group 'tp:0' (rank 1 of 2, world ranks [2, 3])".

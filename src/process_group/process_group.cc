@@ -135,10 +135,14 @@ std::shared_ptr<ProcessGroup::State> connect_group(std::shared_ptr<GlooTransport
     connect_full_mesh_within(context, gloo_store, state->transport->device(), options.timeout);
   });
   // Once broken, the connections are of no use to this rank; closing them ends the peers' waits
-  // on it now (they see the connection closed) rather than at their deadlines.
-  state->health->on_first_break([weak = std::weak_ptr<gloo::rendezvous::Context>(context)] {
-    if (auto connected = weak.lock()) connected->closeConnections();
-  });
+  // on it now (they see the connection closed) rather than at their deadlines. Closing a pair does
+  // not wake this rank's own transfers waiting on it: they are aborted first.
+  state->health->on_first_break(
+      [weak_state = std::weak_ptr<ProcessGroup::State>(state),
+       weak = std::weak_ptr<gloo::rendezvous::Context>(context)](const std::string& reason) {
+        if (auto s = weak_state.lock()) s->abort_ops("the group broke: " + reason);
+        if (auto connected = weak.lock()) connected->closeConnections();
+      });
   state->context = std::move(context);
   GC_LOG(Debug, state->health->label(), ": connected over ", state->transport->description(),
          " (store prefix ", state->prefix, ")");

@@ -17,9 +17,11 @@ namespace groupcoord {
 /// `rank`): publishes `excluded` under attempt `attempt` and checks that every survivor published
 /// the same. While it waits it asks `find_dead` (world ranks known dead) every 100 ms, so that a
 /// survivor that dies before answering ends the wait at once: RankFailureError naming `excluded`
-/// and it, the set to retry with (a later attempt). Throws TimeoutError naming the survivors that
-/// did not answer within `timeout`, DistributedError naming those that disagree (or when the store
-/// cannot be reached: its host is gone).
+/// and it, the set to retry with (a later attempt). Sets that differ only by ranks known dead
+/// (survivors that saw a second death at different moments) also give RankFailureError, with
+/// their union. Throws TimeoutError naming the survivors that did not answer within `timeout`,
+/// DistributedError naming those that disagree otherwise (or when the store cannot be reached:
+/// its host is gone).
 void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
                        const std::vector<int>& excluded, std::chrono::milliseconds timeout,
                        const std::function<std::vector<int>()>& find_dead);

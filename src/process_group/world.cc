@@ -215,8 +215,18 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   const std::vector<int> excluded = checked_exclusion(world, excluded_world_ranks);
   const int attempt = ++world.shrink_attempts;
   const std::shared_ptr<RankLiveness> liveness_before = world.liveness;
-  agree_on_excluded(*world.group->store(), attempt, info.rank, info.world_size, excluded,
-                    world.timeout, [&] { return liveness_before->dead_ranks(); });
+  try {
+    agree_on_excluded(*world.group->store(), attempt, info.rank, info.world_size, excluded,
+                      world.timeout, [&] { return liveness_before->dead_ranks(); });
+  } catch (const RankFailureError& e) {
+    // A retry without the store's host cannot work (checked_exclusion refuses it): say so now.
+    const std::vector<int>& dead = e.dead_ranks();
+    if (std::find(dead.begin(), dead.end(), info.store_host_rank) != dead.end()) {
+      GC_THROW(DistributedError, e.what(), "; but world rank ", info.store_host_rank,
+               " hosted the world store, whose loss cannot be survived: restart the job");
+    }
+    throw;
+  }
 
   WorldShrink shrink;
   shrink.epoch = static_cast<int>(world.shrinks.size()) + 1;

@@ -250,6 +250,7 @@ TEST_F(Elastic, ASurvivorThatDiesBeforeTheShrinkIsFoundAndTheShrinkRetried) {
       std::this_thread::sleep_for(60s);
       Job::fail(rank, "not killed");
     }
+    j.at(rank, "agreeing");
     try {
       shrink_model_parallel(dead);
       Job::fail(rank, "the shrink went through without world rank 2");
@@ -273,12 +274,68 @@ TEST_F(Elastic, ASurvivorThatDiesBeforeTheShrinkIsFoundAndTheShrinkRetried) {
   for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
   job.kill(3);
   ASSERT_TRUE(job.wait_for(2, "parked", 30s));
-  std::this_thread::sleep_for(300ms);  // ranks 0 and 1 are waiting in the agreement by now
+  for (int r : {0, 1}) ASSERT_TRUE(job.wait_for(r, "agreeing", 30s)) << "rank " << r;
+  std::this_thread::sleep_for(200ms);  // ranks 0 and 1 wait in the agreement by now
   const auto killed = job.kill(2);
   const double told = seconds_until(job, {0, 1}, "told", killed);
   std::printf("[elastic] a survivor died before the shrink: told %.2f s after the kill\n", told);
   EXPECT_LT(told, 2.0) << "the agreement waited for its deadline instead of seeing the death";
   seconds_until(job, {0, 1}, "shrunk-2", killed);
+  const auto deadline = Clock::now() + 60s;
+  for (int r : {0, 1}) {
+    const int outcome = job.wait_exit(r, deadline);
+    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
+  }
+  testing::expect_no_segments_of(job.all_pids());
+}
+
+// Two deaths seen at different moments: rank 3 dies, then rank 2; rank 0 shrinks around [3] only
+// (it has not looked again), rank 1 around [2, 3]. Rank 0 finds rank 2 dead while it waits for
+// it, rank 1 finds that the sets differ only by a dead rank: both are told to retry with [2, 3],
+// and the retry shrinks to 2.
+TEST_F(Elastic, SurvivorsThatSawDifferentDeathsRetryWithTheUnion) {
+  Job job(dir_.path(), id(), 4);
+  const auto body = [](Job& j, int rank) {
+    set_rank_failure_policy(RankFailurePolicy::kIdentify);
+    initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/4);
+    std::vector<int> dead = reduce_until_a_death(j, rank, "working-4");
+    if (dead != std::vector<int>{3}) Job::fail(rank, "first death: dead ranks " + str(dead));
+    if (rank == 2) {
+      j.at(rank, "parked");  // the test kills it here
+      std::this_thread::sleep_for(60s);
+      Job::fail(rank, "not killed");
+    }
+    j.at(rank, "told-3");
+    j.wait_for(2, "killed", 30s);  // written by the test
+    if (rank == 1) {
+      const auto until = Clock::now() + 10s;
+      while ((dead = find_dead_ranks()) != std::vector<int>{2, 3} && Clock::now() < until) {
+        std::this_thread::sleep_for(10ms);
+      }
+    }
+    try {
+      shrink_model_parallel(dead);
+      Job::fail(rank, "the shrink went through with different sets");
+    } catch (const RankFailureError& e) {
+      if (e.dead_ranks() != std::vector<int>{2, 3}) {
+        Job::fail(rank, std::string("retry set ") + str(e.dead_ranks()) + ": " + e.what());
+      }
+      dead = e.dead_ranks();
+    }
+    const ModelParallelShrink shrink = shrink_model_parallel(dead);
+    if (shrink.world_size != 2) {
+      Job::fail(rank, "the retry: world size " + std::to_string(shrink.world_size));
+    }
+    check_every_group(rank, "world size 2 after the retry");
+    get_world_group().barrier();
+  };
+  for (int r = 0; r < 4; ++r) job.start(r, body);
+  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
+  job.kill(3);
+  ASSERT_TRUE(job.wait_for(2, "parked", 30s));
+  for (int r : {0, 1}) ASSERT_TRUE(job.wait_for(r, "told-3", 30s)) << "rank " << r;
+  job.kill(2);
+  job.at(2, "killed");
   const auto deadline = Clock::now() + 60s;
   for (int r : {0, 1}) {
     const int outcome = job.wait_exit(r, deadline);

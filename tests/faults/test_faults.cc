@@ -16,6 +16,7 @@
 
 #include <chrono>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <functional>
@@ -31,6 +32,7 @@
 #include "groupcoord/parallel_state.h"
 #include "groupcoord/process_group.h"
 #include "groupcoord/tensor.h"
+#include "groupcoord/work.h"
 #include "test_support.h"
 
 namespace groupcoord {
@@ -155,6 +157,50 @@ TEST_F(DeadRank, AFailureSpreadsOverGlooBeforeTheTimeout) {
   expect_clean_and_reusable(job, dir_.path(), id());
 }
 
+// A group that breaks closes its connections; its own transfers still pending on them (here an
+// irecv from a live rank) must end at once with the break named, not wait for their deadline
+// (they did, 3 s, while the pairs were closed under them).
+TEST_F(DeadRank, PendingTransfersOfABrokenGroupEndAtOnce) {
+  groupcoord::testing::ScopedEnv gloo_only("GROUPCOORD_CPU_SHM", "0");
+  Job job(dir_.path(), id(), 3);
+  const auto body = [](Job& j, int rank) {
+    ProcessGroup& cpu = *get_world_group().cpu_group();
+    if (rank != 0) {
+      j.at(rank, "idle");
+      std::this_thread::sleep_for(kTimeout + kSlack);  // rank 2 is killed; rank 1 never sends
+      return;
+    }
+    std::vector<float> from_1(16), from_2(16);
+    std::shared_ptr<Work> pending = cpu.irecv(from_1.data(), sizeof(float) * 16, 1, 7);
+    j.at(rank, "waiting");
+    try {
+      cpu.recv(from_2.data(), sizeof(float) * 16, 2, 7);
+      Job::fail(rank, "the receive from the killed rank succeeded");
+    } catch (const DistributedError&) {
+    }
+    const auto broke = Clock::now();
+    try {
+      pending->wait();
+      Job::fail(rank, "the pending irecv succeeded on a broken group");
+    } catch (const TimeoutError& e) {
+      Job::fail(rank, std::string("the pending irecv waited for its deadline: ") + e.what());
+    } catch (const DistributedError& e) {
+      if (std::strstr(e.what(), "the group broke") == nullptr) {
+        Job::fail(rank,
+                  std::string("the pending irecv's error does not name the break: ") + e.what());
+      }
+    }
+    if (Clock::now() - broke > 1s) Job::fail(rank, "the pending irecv took over 1 s to end");
+  };
+  for (int r = 0; r < 3; ++r) job.start(r, body);
+  ASSERT_TRUE(job.wait_for(0, "waiting"));
+  ASSERT_TRUE(job.wait_for(2, "idle"));
+  std::this_thread::sleep_for(100ms);
+  const auto killed = job.kill(2);
+  const int outcome = job.wait_exit(0, killed + kTimeout + kSlack);
+  EXPECT_EQ(outcome, kCompleted) << "rank 0: " << outcome_name(outcome);
+}
+
 void program_sigpipe_handler(int) {}
 
 // Gloo writes to a dead peer's closed socket with writev: SIGPIPE. With the default action that
@@ -167,6 +213,12 @@ TEST_F(DeadRank, SigpipeCannotEndARankUnlessTheProgramAskedFor) {
     sigaction(SIGPIPE, nullptr, &current);
     return current.sa_handler;
   };
+  struct sigaction original {};
+  sigaction(SIGPIPE, nullptr, &original);
+  struct RestoreSigpipe {
+    const struct sigaction& saved;
+    ~RestoreSigpipe() { sigaction(SIGPIPE, &saved, nullptr); }
+  } restore{original};
   for (const bool program_handler : {false, true}) {
     struct sigaction action {};
     action.sa_handler = program_handler ? program_sigpipe_handler : SIG_DFL;
@@ -184,9 +236,6 @@ TEST_F(DeadRank, SigpipeCannotEndARankUnlessTheProgramAskedFor) {
                                      << " a handler, rank " << r << ": " << outcome_name(outcome);
     }
   }
-  struct sigaction restore {};
-  restore.sa_handler = SIG_DFL;
-  sigaction(SIGPIPE, &restore, nullptr);
 }
 
 // Ranks 0 and 1 start and wait inside the rendezvous for rank 2; `victim` (0 or 1) dies; rank 2
