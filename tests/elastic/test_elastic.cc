@@ -235,6 +235,66 @@ TEST_F(Elastic, SurvivorsShrinkAfterEachOfTwoKillsAndKeepServing) {
   testing::expect_empty(job.rendezvous_dir() + "/");
 }
 
+// In every rank of a 4-rank job: all-reduces until world rank 3 dies (the test kills it); rank 2
+// then parks until the test kills it too. Returns the first error's dead ranks ([3]).
+std::vector<int> lose_rank_3_then_park_rank_2(Job& j, int rank) {
+  std::vector<int> dead = reduce_until_a_death(j, rank, "working-4");
+  if (dead != std::vector<int>{3}) Job::fail(rank, "first death: dead ranks " + str(dead));
+  if (rank == 2) {
+    j.at(rank, "parked");
+    std::this_thread::sleep_for(60s);
+    Job::fail(rank, "not killed");
+  }
+  return dead;
+}
+
+// Shrinks around `dead`, which must end in RankFailureError asking to retry with [2, 3] (its
+// message holding `must_say`); marks "told" when it does. Returns [2, 3].
+std::vector<int> shrink_told_to_retry(Job& j, int rank, const std::vector<int>& dead,
+                                      const char* must_say) {
+  try {
+    shrink_model_parallel(dead);
+  } catch (const RankFailureError& e) {
+    j.at(rank, "told");
+    if (e.dead_ranks() != std::vector<int>{2, 3} || std::strstr(e.what(), must_say) == nullptr) {
+      Job::fail(rank, std::string("unclear error (") + str(e.dead_ranks()) + "): " + e.what());
+    }
+    return e.dead_ranks();
+  }
+  Job::fail(rank, "the shrink around " + str(dead) + " went through, not told to retry");
+}
+
+// The shrink around [2, 3] after the retry: world size 2, every group checked.
+void shrink_to_the_last_two(Job& j, int rank, const std::vector<int>& dead) {
+  const ModelParallelShrink shrink = shrink_model_parallel(dead);
+  if (shrink.world_size != 2) {
+    Job::fail(rank, "the retry: world size " + std::to_string(shrink.world_size));
+  }
+  j.at(rank, "shrunk-2");
+  check_every_group(rank, "world size 2 after the retry");
+  get_world_group().barrier();
+}
+
+// The test's side: kills rank 3, waits for rank 2 to park and for ranks 0 and 1 to reach
+// `marker`, kills rank 2; returns when.
+Clock::time_point kill_3_then_2(Job& job, const std::string& marker) {
+  for (int r = 0; r < 4; ++r) EXPECT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
+  job.kill(3);
+  EXPECT_TRUE(job.wait_for(2, "parked", 30s));
+  for (int r : {0, 1}) EXPECT_TRUE(job.wait_for(r, marker, 30s)) << "rank " << r;
+  std::this_thread::sleep_for(200ms);  // ranks 0 and 1 are past `marker` by now
+  return job.kill(2);
+}
+
+void expect_the_last_two_complete(Job& job) {
+  const auto deadline = Clock::now() + 60s;
+  for (int r : {0, 1}) {
+    const int outcome = job.wait_exit(r, deadline);
+    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
+  }
+  testing::expect_no_segments_of(job.all_pids());
+}
+
 // A survivor dies before it joins the shrink (world rank 3 dies in an all_reduce, then rank 2
 // while the others agree on excluding 3): the agreement sees it gone instead of waiting out the
 // timeout, says to exclude [2, 3], and the retry shrinks the world to 2.
@@ -243,50 +303,17 @@ TEST_F(Elastic, ASurvivorThatDiesBeforeTheShrinkIsFoundAndTheShrinkRetried) {
   const auto body = [](Job& j, int rank) {
     set_rank_failure_policy(RankFailurePolicy::kIdentify);
     initialize_model_parallel(2, 1, 1, 1, /*data_parallel_size=*/2);
-    std::vector<int> dead = reduce_until_a_death(j, rank, "working-4");
-    if (dead != std::vector<int>{3}) Job::fail(rank, "first death: dead ranks " + str(dead));
-    if (rank == 2) {
-      j.at(rank, "parked");  // the test kills it here
-      std::this_thread::sleep_for(60s);
-      Job::fail(rank, "not killed");
-    }
+    std::vector<int> dead = lose_rank_3_then_park_rank_2(j, rank);
     j.at(rank, "agreeing");
-    try {
-      shrink_model_parallel(dead);
-      Job::fail(rank, "the shrink went through without world rank 2");
-    } catch (const RankFailureError& e) {
-      j.at(rank, "told");
-      if (e.dead_ranks() != std::vector<int>{2, 3} ||
-          std::strstr(e.what(), "world ranks [2] died before saying") == nullptr) {
-        Job::fail(rank, std::string("unclear error (") + str(e.dead_ranks()) + "): " + e.what());
-      }
-      dead = e.dead_ranks();
-    }
-    const ModelParallelShrink shrink = shrink_model_parallel(dead);
-    if (shrink.world_size != 2 || shrink.layout.tp != std::vector<std::vector<int>>{{0, 1}}) {
-      Job::fail(rank, "the retry: world size " + std::to_string(shrink.world_size));
-    }
-    j.at(rank, "shrunk-2");
-    check_every_group(rank, "world size 2 after the retry");
-    get_world_group().barrier();
+    dead = shrink_told_to_retry(j, rank, dead, "world ranks [2] died before saying");
+    shrink_to_the_last_two(j, rank, dead);
   };
   for (int r = 0; r < 4; ++r) job.start(r, body);
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
-  job.kill(3);
-  ASSERT_TRUE(job.wait_for(2, "parked", 30s));
-  for (int r : {0, 1}) ASSERT_TRUE(job.wait_for(r, "agreeing", 30s)) << "rank " << r;
-  std::this_thread::sleep_for(200ms);  // ranks 0 and 1 wait in the agreement by now
-  const auto killed = job.kill(2);
+  const auto killed = kill_3_then_2(job, "agreeing");
   const double told = seconds_until(job, {0, 1}, "told", killed);
   std::printf("[elastic] a survivor died before the shrink: told %.2f s after the kill\n", told);
   EXPECT_LT(told, 2.0) << "the agreement waited for its deadline instead of seeing the death";
-  seconds_until(job, {0, 1}, "shrunk-2", killed);
-  const auto deadline = Clock::now() + 60s;
-  for (int r : {0, 1}) {
-    const int outcome = job.wait_exit(r, deadline);
-    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
-  }
-  testing::expect_no_segments_of(job.all_pids());
+  expect_the_last_two_complete(job);
 }
 
 // Two deaths seen at different moments: rank 3 dies, then rank 2; rank 0 shrinks around [3] only
@@ -298,13 +325,7 @@ TEST_F(Elastic, SurvivorsThatSawDifferentDeathsRetryWithTheUnion) {
   const auto body = [](Job& j, int rank) {
     set_rank_failure_policy(RankFailurePolicy::kIdentify);
     initialize_model_parallel(1, 1, 1, 1, /*data_parallel_size=*/4);
-    std::vector<int> dead = reduce_until_a_death(j, rank, "working-4");
-    if (dead != std::vector<int>{3}) Job::fail(rank, "first death: dead ranks " + str(dead));
-    if (rank == 2) {
-      j.at(rank, "parked");  // the test kills it here
-      std::this_thread::sleep_for(60s);
-      Job::fail(rank, "not killed");
-    }
+    std::vector<int> dead = lose_rank_3_then_park_rank_2(j, rank);
     j.at(rank, "told-3");
     j.wait_for(2, "killed", 30s);  // written by the test
     if (rank == 1) {
@@ -313,35 +334,13 @@ TEST_F(Elastic, SurvivorsThatSawDifferentDeathsRetryWithTheUnion) {
         std::this_thread::sleep_for(10ms);
       }
     }
-    try {
-      shrink_model_parallel(dead);
-      Job::fail(rank, "the shrink went through with different sets");
-    } catch (const RankFailureError& e) {
-      if (e.dead_ranks() != std::vector<int>{2, 3}) {
-        Job::fail(rank, std::string("retry set ") + str(e.dead_ranks()) + ": " + e.what());
-      }
-      dead = e.dead_ranks();
-    }
-    const ModelParallelShrink shrink = shrink_model_parallel(dead);
-    if (shrink.world_size != 2) {
-      Job::fail(rank, "the retry: world size " + std::to_string(shrink.world_size));
-    }
-    check_every_group(rank, "world size 2 after the retry");
-    get_world_group().barrier();
+    dead = shrink_told_to_retry(j, rank, dead, "");
+    shrink_to_the_last_two(j, rank, dead);
   };
   for (int r = 0; r < 4; ++r) job.start(r, body);
-  for (int r = 0; r < 4; ++r) ASSERT_TRUE(job.wait_for(r, "working-4", 60s)) << "rank " << r;
-  job.kill(3);
-  ASSERT_TRUE(job.wait_for(2, "parked", 30s));
-  for (int r : {0, 1}) ASSERT_TRUE(job.wait_for(r, "told-3", 30s)) << "rank " << r;
-  job.kill(2);
+  kill_3_then_2(job, "told-3");
   job.at(2, "killed");
-  const auto deadline = Clock::now() + 60s;
-  for (int r : {0, 1}) {
-    const int outcome = job.wait_exit(r, deadline);
-    EXPECT_EQ(outcome, testing::kCompleted) << "rank " << r << ": " << outcome_name(outcome);
-  }
-  testing::expect_no_segments_of(job.all_pids());
+  expect_the_last_two_complete(job);
 }
 
 // The store host (world rank 0 of an env:// job) dies: the survivors learn that it cannot be
