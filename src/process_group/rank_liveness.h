@@ -5,6 +5,7 @@
 // are all dead (or that has none) cannot be seen dead this way: docs/elastic.md says what then.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -14,6 +15,10 @@
 #include "groupcoord/store.h"
 
 namespace groupcoord {
+
+/// How often a wait looks for a missing peer's process (a /proc lookup per peer): the
+/// shared-memory collectives' waits and the shrink agreement.
+inline constexpr std::chrono::milliseconds kDeadPeerCheckInterval{100};
 
 /// This process's pid namespace (inode of /proc/self/ns/pid; 0 when unknown).
 std::uint64_t this_pid_namespace();

@@ -47,9 +47,6 @@ struct RankLine {
 };
 static_assert(sizeof(RankLine) <= kLine, "a rank's header fits one cache line");
 
-// How often a waiter looks for a missing rank's process in /proc.
-constexpr std::chrono::milliseconds kLivenessInterval(100);
-
 // What a rank publishes in its slot for a single-copy step: where its buffer is.
 struct BufferAddress {
   std::uint64_t address;
@@ -297,7 +294,7 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
   throw_if_a_rank_gave_up(op, "before this rank's step");
   if (there()) return;  // the common case on a quiet machine: no clock, no system call
   const shm::Deadline deadline(timeout_);
-  auto next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
+  auto next_liveness_check = std::chrono::steady_clock::now() + kDeadPeerCheckInterval;
   std::uint32_t polls = 0;
   auto missing = [&] {
     std::ostringstream ranks;
@@ -319,7 +316,7 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
     // Nor will a rank whose process is gone (a /proc lookup, so only now and then; the clock is
     // read every 64th poll, so that the spinning start of a wait stays as quick as it was).
     if (++polls % 64 == 0 && std::chrono::steady_clock::now() >= next_liveness_check) {
-      next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
+      next_liveness_check = std::chrono::steady_clock::now() + kDeadPeerCheckInterval;
       throw_if_a_missing_rank_died(op, step, only);
     }
     return false;

@@ -9,6 +9,7 @@
 #include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
+#include "process_group/rank_liveness.h"
 
 namespace groupcoord {
 
@@ -19,8 +20,6 @@ std::string proposal_key(int attempt, int rank) {
 }
 
 constexpr std::chrono::milliseconds kLongestPause(50);
-// How often a wait looks for survivors that died (a /proc lookup per peer, and the store).
-constexpr std::chrono::milliseconds kLivenessInterval(100);
 
 /// Runs a store call; a store that cannot be reached (its host died) is the one failure a shrink
 /// cannot get past, so it says so.
@@ -35,6 +34,15 @@ void reach_store(Call call) {
     GC_THROW(DistributedError, "shrink: the world store cannot be reached (", e.what(),
              "); the process that hosts it is gone, which a shrink cannot survive");
   }
+}
+
+/// Removes from `ranks` those that published their set for `attempt`.
+void drop_answered(Store& store, int attempt, std::vector<int>& ranks) {
+  reach_store([&] {
+    ranks.erase(std::remove_if(ranks.begin(), ranks.end(),
+                               [&](int r) { return store.check({proposal_key(attempt, r)}); }),
+                ranks.end());
+  });
 }
 
 /// The ranks of a proposal as ranks_str wrote it ("[1, 3]").
@@ -77,11 +85,7 @@ void throw_if_one_died(Store& store, int attempt, const std::vector<int>& missin
   std::vector<int> died;
   std::set_intersection(missing.begin(), missing.end(), dead.begin(), dead.end(),
                         std::back_inserter(died));
-  reach_store([&] {
-    died.erase(std::remove_if(died.begin(), died.end(),
-                              [&](int r) { return store.check({proposal_key(attempt, r)}); }),
-               died.end());
-  });
+  drop_answered(store, attempt, died);
   if (died.empty()) return;
   throw_retry(
       "world ranks " + detail::ranks_str(died) + " died before saying which ranks to exclude", mine,
@@ -139,18 +143,14 @@ void agree_on_excluded(Store& store, int attempt, int rank, int world_size,
   reach_store([&] { store.set(proposal_key(attempt, rank), mine); });
   const auto deadline = std::chrono::steady_clock::now() + timeout;
   std::vector<int> missing = survivors;
-  auto next_liveness_check = std::chrono::steady_clock::now() + kLivenessInterval;
+  auto next_liveness_check = std::chrono::steady_clock::now() + kDeadPeerCheckInterval;
   // Polled rather than one wait on every key, so that a timeout can name who did not answer.
   for (std::chrono::milliseconds pause(1);; pause = std::min(pause * 2, kLongestPause)) {
-    reach_store([&] {
-      missing.erase(std::remove_if(missing.begin(), missing.end(),
-                                   [&](int r) { return store.check({proposal_key(attempt, r)}); }),
-                    missing.end());
-    });
+    drop_answered(store, attempt, missing);
     if (missing.empty()) break;
     const auto now = std::chrono::steady_clock::now();
     if (now >= next_liveness_check) {
-      next_liveness_check = now + kLivenessInterval;
+      next_liveness_check = now + kDeadPeerCheckInterval;
       throw_if_one_died(store, attempt, missing, excluded, mine, find_dead);
     }
     if (now >= deadline) {

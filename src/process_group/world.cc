@@ -214,10 +214,10 @@ WorldShrink shrink_world(const std::vector<int>& excluded_world_ranks) {
   RendezvousResult& info = world.info;
   const std::vector<int> excluded = checked_exclusion(world, excluded_world_ranks);
   const int attempt = ++world.shrink_attempts;
-  const std::shared_ptr<RankLiveness> liveness_before = world.liveness;
   try {
+    // world.mutex is held: world.liveness stays the one of this world throughout.
     agree_on_excluded(*world.group->store(), attempt, info.rank, info.world_size, excluded,
-                      world.timeout, [&] { return liveness_before->dead_ranks(); });
+                      world.timeout, [&] { return world.liveness->dead_ranks(); });
   } catch (const RankFailureError& e) {
     // A retry without the store's host cannot work (checked_exclusion refuses it): say so now.
     const std::vector<int>& dead = e.dead_ranks();

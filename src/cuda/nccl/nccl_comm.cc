@@ -909,14 +909,11 @@ void NcclComm::abort_locked(bool timed_out, const std::string& reason) {
   broken_by_timeout_ = timed_out;
   broken_reason_ = reason;
   if (comm_ != nullptr) {
-    // On the communicator's device, switched without throwing (a sticky CUDA error must not stop
-    // the abort: every stream waiting on NCCL's kernels drains only through it).
-    int previous = -1;
-    const bool known = cudaGetDevice(&previous) == cudaSuccess;
-    cudaSetDevice(device_.index);
+    // Best effort: a sticky CUDA error must not stop the abort, through which alone every stream
+    // waiting on NCCL's kernels drains.
+    BestEffortDeviceGuard guard(device_);
     api_->CommAbort(comm_);
     comm_ = nullptr;
-    if (known && previous != device_.index) cudaSetDevice(previous);
   }
 }
 

@@ -23,15 +23,12 @@ std::shared_ptr<SymmetricAllocation> SymmetricAllocation::allocate(const NcclApi
 
 SymmetricAllocation::~SymmetricAllocation() {
   if (data_ == nullptr) return;
-  int previous = -1;
-  cudaGetDevice(&previous);
-  cudaSetDevice(device_.index);
+  BestEffortDeviceGuard guard(device_);
   const ncclResult_t result = api_->MemFree(data_);
   if (result != ncclSuccess) {
     GC_LOG(Warn, "ncclMemFree of ", size_, " bytes on ", device_.str(),
            " failed: ", nccl_result_text(result));
   }
-  if (previous >= 0) cudaSetDevice(previous);
 }
 
 bool SymmetricAllocation::contains(const void* ptr, std::size_t bytes) const {

@@ -35,5 +35,15 @@ DeviceGuard::~DeviceGuard() {
   if (changed_) cudaSetDevice(previous_);
 }
 
+BestEffortDeviceGuard::BestEffortDeviceGuard(Device device) {
+  const bool known = cudaGetDevice(&previous_) == cudaSuccess;
+  cudaSetDevice(device.index);
+  changed_ = known && previous_ != device.index;
+}
+
+BestEffortDeviceGuard::~BestEffortDeviceGuard() {
+  if (changed_) cudaSetDevice(previous_);
+}
+
 }  // namespace cuda
 }  // namespace groupcoord

@@ -22,6 +22,21 @@ class DeviceGuard {
   bool changed_ = false;
 };
 
+/// As DeviceGuard, for teardown and abort paths, where a sticky CUDA error must not stop the work:
+/// never throws and switches even when the current device cannot be read (then nothing is
+/// restored).
+class BestEffortDeviceGuard {
+ public:
+  explicit BestEffortDeviceGuard(Device device);
+  ~BestEffortDeviceGuard();
+  BestEffortDeviceGuard(const BestEffortDeviceGuard&) = delete;
+  BestEffortDeviceGuard& operator=(const BestEffortDeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+  bool changed_ = false;
+};
+
 /// Throws std::invalid_argument naming `what` unless `device` is a CUDA device this process can
 /// see; DistributedError when no CUDA device is usable at all (no driver, no GPU).
 void check_cuda_device(Device device, const char* what);
