@@ -42,7 +42,8 @@ struct GroupCoordinator::Impl {
   std::unique_ptr<DeviceCommunicator> communicator;
   /// CUDA backends only: a "cpu" communicator over cpu_group, so host tensors never reach NCCL.
   std::unique_ptr<DeviceCommunicator> host_communicator;
-  /// Optional fast path of broadcast_object (see object_broadcaster.h); null today.
+  /// broadcast_object's message-queue fast path (object_broadcaster.h): set when
+  /// use_message_queue_broadcaster holds and the queue can serve the group; null otherwise.
   std::unique_ptr<coordinator_detail::ObjectBroadcaster> mq_broadcaster;
   coordinator_detail::PendingIsends pending_isends;
   bool destroyed = false;
