@@ -575,6 +575,33 @@ Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_p
   rethrow_under_failure_policy();
 }
 
+namespace {
+
+// Runs `prepare` (a source's work before its first message); when it throws, `tell` passes the
+// error's text to the ranks waiting for the message before the error propagates. A failure to
+// tell is logged: the original error is the one the caller must see.
+template <typename Prepare, typename Tell>
+auto tell_failure_of(Prepare&& prepare, Tell&& tell) -> decltype(prepare()) {
+  try {
+    return prepare();
+  } catch (const std::exception& error) {
+    try {
+      tell(std::string(error.what()));
+    } catch (const std::exception& tell_error) {
+      GC_LOG(Warn, "could not tell the waiting ranks of the failure (", tell_error.what(), ")");
+    }
+    throw;
+  }
+}
+
+// An explicit peer is range-checked even when the call is bypassed (world size 1).
+void check_explicit_peer(const comm::OpLabel& label, const char* what, std::optional<int> peer,
+                         int world_size) {
+  if (peer) check_peer_rank(label, *peer, what, /*rank=*/0, world_size, /*allow_self=*/true);
+}
+
+}  // namespace
+
 // -------------------------------------------------------------------------------------------------
 // GroupCoordinator's object operations. Objects are Bytes (Python pickles them); everything goes
 // over the Gloo CPU group (object_protocol.h), including broadcast_object_list, which vLLM sends
@@ -585,13 +612,21 @@ Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int sr
   s.check_alive("broadcast_object");
   const comm::OpLabel label = s.label("broadcast_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
-  GC_CHECK(s.rank_in_group != src || obj.has_value(), label, ": src ", src,
-           " (this rank) passed no object to broadcast");
+  if (s.rank_in_group == src && !obj) {
+    tell_failure_of(
+        [&] {
+          GC_THROW(std::invalid_argument, label, ": src ", src,
+                   " (this rank) passed no object to broadcast");
+        },
+        [&](const std::string& why) {
+          if (s.world_size > 1) broadcast_object_failed(why, src);
+        });
+  }
   if (s.world_size == 1) return *obj;
   if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
     return s.mq_broadcaster->broadcast_object(obj);
   }
-  return broadcast_object_bytes(*s.cpu_group, obj, src);
+  return broadcast_object_bytes(*s.cpu_group, obj, src, label);
 } catch (...) {
   rethrow_under_failure_policy();
 }
@@ -608,7 +643,7 @@ std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Byt
   // check theirs after the collective has completed (the group stays in step either way).
   std::optional<Bytes> packed;
   if (is_src) packed = pack_object_list(obj_list);
-  Bytes received = broadcast_object_bytes(*s.cpu_group, packed, src);
+  Bytes received = broadcast_object_bytes(*s.cpu_group, packed, src, label);
   if (is_src) return obj_list;
   std::vector<Bytes> objects = unpack_object_list(received, comm::to_string(label));
   GC_CHECK(objects.size() == obj_list.size(), label, ": this rank passed a list of ",
@@ -633,7 +668,7 @@ Bytes GroupCoordinator::recv_object(int src) try {
   s.check_alive("recv_object");
   const comm::OpLabel label = s.label("recv_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/false);
-  return recv_object_bytes(*s.cpu_group, src, comm::to_string(label));
+  return recv_object_bytes(*s.cpu_group, src, label);
 } catch (...) {
   rethrow_under_failure_policy();
 }
@@ -644,6 +679,55 @@ std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) try {
   const comm::OpLabel label = s.label("isend_object");
   check_peer_rank(label, dst, "dst", s.rank_in_group, s.world_size, /*allow_self=*/false);
   return isend_object_bytes(*s.cpu_group, std::move(obj), dst);
+} catch (...) {
+  rethrow_under_failure_policy();
+}
+
+// ---- a source that cannot send ----------------------------------------------------------------
+// Each sends a failure where the receivers expect the object (object_protocol.h, and
+// MessageQueue::enqueue_error on the queue's route): they consume it in step and throw.
+
+void GroupCoordinator::Impl::check_is_source(const char* op, int src) const {
+  const comm::OpLabel l = label(op);
+  check_peer_rank(l, src, "src", rank_in_group, world_size, /*allow_self=*/true);
+  GC_CHECK(rank_in_group == src, l, ": src ", src, " reports its own failure; this is rank ",
+           rank_in_group);
+}
+
+void GroupCoordinator::broadcast_object_failed(const std::string& why, int src) try {
+  Impl& s = *impl_;
+  s.check_alive("broadcast_object_failed");
+  s.check_is_source("broadcast_object_failed", src);
+  if (s.world_size == 1) return;
+  if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
+    s.mq_broadcaster->broadcast_failure(why);
+    return;
+  }
+  broadcast_object_failure(*s.cpu_group, why, src);
+} catch (...) {
+  rethrow_under_failure_policy();
+}
+
+void GroupCoordinator::broadcast_object_list_failed(const std::string& why, int src) try {
+  Impl& s = *impl_;
+  s.check_alive("broadcast_object_list_failed");
+  s.check_is_source("broadcast_object_list_failed", src);
+  if (s.world_size == 1) return;
+  broadcast_object_failure(*s.cpu_group, why, src);
+} catch (...) {
+  rethrow_under_failure_policy();
+}
+
+void GroupCoordinator::send_object_failed(const std::string& why, std::optional<int> dst) try {
+  Impl& s = *impl_;
+  s.check_alive("send_object_failed");
+  check_explicit_peer(s.label("send_object_failed"), "dst", dst, s.world_size);
+  if (s.world_size == 1) return;
+  const int peer = s.resolve_peer("send_object_failed", "dst", dst);
+  // Not waited for: the caller is about to raise its own error. Retained like a tensor dict's
+  // sends until the receiver has taken it.
+  s.pending_isends.reap();
+  s.pending_isends.push({isend_object_failure(*s.cpu_group, why, peer)}, {});
 } catch (...) {
   rethrow_under_failure_policy();
 }
@@ -690,12 +774,6 @@ Tensor all_gather_slice(const Tensor& contiguous, const GroupCoordinator& all_ga
   return contiguous.reshape({all_gather_group.world_size(), -1})
       .narrow(0, all_gather_group.rank_in_group(), 1)
       .reshape({-1});
-}
-
-// An explicit peer is range-checked even when the call is bypassed (world size 1).
-void check_explicit_peer(const comm::OpLabel& label, const char* what, std::optional<int> peer,
-                         int world_size) {
-  if (peer) check_peer_rank(label, *peer, what, /*rank=*/0, world_size, /*allow_self=*/true);
 }
 
 }  // namespace
@@ -787,11 +865,17 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
   if (s.world_size == 1) return tensor_dict;
 
   if (s.rank_in_group == src) {
-    GC_CHECK(tensor_dict.has_value(), label, ": src ", src, " (this rank) passed no tensor dict");
-    SplitTensorDict split = split_tensor_dict(*tensor_dict, comm::to_string(label));
-    for (const auto& [key, tensor] : split.tensors) {
-      s.check_route("broadcast_tensor_dict", key, tensor.device());
-    }
+    SplitTensorDict split = tell_failure_of(
+        [&] {
+          GC_CHECK(tensor_dict.has_value(), label, ": src ", src,
+                   " (this rank) passed no tensor dict");
+          SplitTensorDict checked = split_tensor_dict(*tensor_dict, comm::to_string(label));
+          for (const auto& [key, tensor] : checked.tensors) {
+            s.check_route("broadcast_tensor_dict", key, tensor.device());
+          }
+          return checked;
+        },
+        [&](const std::string& why) { broadcast_object_failed(why, src); });
     broadcast_object(encode_metadata(split.metadata), src);
     std::vector<Tensor> tensors;
     for (const auto& item : split.tensors) tensors.push_back(item.second);
@@ -855,19 +939,25 @@ std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
   if (s.world_size <= 1) return {};
   const int peer = s.resolve_peer(op, "dst", dst);
 
-  // Everything is checked and sliced before the first message leaves: a bad dict sends nothing.
-  SplitTensorDict split = split_tensor_dict(tensor_dict, comm::to_string(label));
+  // Everything is checked and sliced before the first message leaves: a bad dict sends only a
+  // failure, which the receiver raises.
+  SplitTensorDict split;
   std::vector<Tensor> pieces;
-  for (const auto& [key, tensor] : split.tensors) {
-    if (tensor.numel() == 0) continue;
-    s.check_route(op, key, tensor.device());
-    if (should_use_all_gather(key, tensor.numel(), all_gather_group, all_gather_tensors)) {
-      check_divisible(label, key, tensor.numel(), *all_gather_group);
-      pieces.push_back(all_gather_slice(tensor.contiguous(), *all_gather_group));
-    } else {
-      pieces.push_back(tensor);
-    }
-  }
+  tell_failure_of(
+      [&] {
+        split = split_tensor_dict(tensor_dict, comm::to_string(label));
+        for (const auto& [key, tensor] : split.tensors) {
+          if (tensor.numel() == 0) continue;
+          s.check_route(op, key, tensor.device());
+          if (should_use_all_gather(key, tensor.numel(), all_gather_group, all_gather_tensors)) {
+            check_divisible(label, key, tensor.numel(), *all_gather_group);
+            pieces.push_back(all_gather_slice(tensor.contiguous(), *all_gather_group));
+          } else {
+            pieces.push_back(tensor);
+          }
+        }
+      },
+      [&](const std::string& why) { send_object_failed(why, peer); });
 
   // Bound the retention FIFO before adding to it.
   s.pending_isends.reap();
@@ -915,8 +1005,8 @@ IrecvTensorDictResult GroupCoordinator::irecv_tensor_dict(
   if (s.world_size == 1) return result;
   const int peer = s.resolve_peer(op, "src", src);
 
-  const auto metadata = decode_metadata(
-      recv_object_bytes(*s.cpu_group, peer, comm::to_string(label)), comm::to_string(label));
+  const auto metadata =
+      decode_metadata(recv_object_bytes(*s.cpu_group, peer, label), comm::to_string(label));
   auto dict = std::make_shared<TensorDict>();
   dict->reserve(metadata.size());
   result.tensor_dict = dict;

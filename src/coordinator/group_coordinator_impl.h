@@ -82,6 +82,8 @@ struct GroupCoordinator::Impl {
   /// Validates an explicit or default peer for point-to-point `op`: in range and not this rank.
   /// `what` is "dst" or "src"; the default is the next (dst) or previous (src) group rank.
   int resolve_peer(const char* op, const char* what, std::optional<int> peer) const;
+  /// Validates `src` of a source's failure report `op`: in range and this rank.
+  void check_is_source(const char* op, int src) const;
 
   // ---- tensor-dict helpers ----
   /// Where a received tensor whose sender had it on a `type` device lives on this rank.

@@ -16,6 +16,7 @@ class MqObjectBroadcaster final : public ObjectBroadcaster {
   Bytes broadcast_object(const std::optional<Bytes>& obj) override {
     return queue_->broadcast_object(obj);
   }
+  void broadcast_failure(const std::string& why) override { queue_->enqueue_error(why); }
   std::shared_ptr<MessageQueue> queue() const override { return queue_; }
 
  private:

@@ -11,6 +11,7 @@
 
 #include <memory>
 #include <optional>
+#include <string>
 
 #include "groupcoord/bytes.h"
 
@@ -28,6 +29,9 @@ class ObjectBroadcaster {
   virtual int writer_rank() const = 0;
   /// Collective over the group: `obj` (required on the writer) on every rank.
   virtual Bytes broadcast_object(const std::optional<Bytes>& obj) = 0;
+  /// The writer's side of broadcast_object when it has no object: the readers' broadcast_object
+  /// throws DistributedError carrying `why`.
+  virtual void broadcast_failure(const std::string& why) = 0;
   /// The shared-memory queue behind it, if any (GroupCoordinator::mq_broadcaster()).
   virtual std::shared_ptr<MessageQueue> queue() const { return nullptr; }
 };

@@ -27,6 +27,46 @@ void append_int64(Bytes& out, std::int64_t value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
+// A failure's text is cut to this length; a longer announced one means a corrupt stream.
+constexpr std::size_t kMaxFailureText = std::size_t{1} << 16;
+
+// The failure text a source sends (cut to kMaxFailureText) and the size word announcing it.
+Bytes failure_text(const std::string& why) { return why.substr(0, kMaxFailureText); }
+std::int64_t failure_size_word(const Bytes& text) {
+  return -1 - static_cast<std::int64_t>(text.size());
+}
+
+// The length of the failure text a negative size word announces; DistributedError when it is
+// beyond what a source sends.
+std::size_t failure_text_length(std::int64_t size_word, int peer, const comm::OpLabel& label) {
+  const std::uint64_t length = static_cast<std::uint64_t>(-(size_word + 1));
+  if (length > kMaxFailureText) {
+    GC_THROW(DistributedError, label, ": peer ", peer, " announced size ", size_word);
+  }
+  return static_cast<std::size_t>(length);
+}
+
+[[noreturn]] void throw_source_failure(const comm::OpLabel& label, int src, const Bytes& why) {
+  GC_THROW(DistributedError, label, ": src ", src, " failed instead of sending its object: ", why);
+}
+
+// Non-blocking send of a size word and its payload; the Work owns copies of both.
+std::shared_ptr<Work> isend_sized(ProcessGroup& group, std::int64_t size_word, Bytes payload,
+                                  int dst) {
+  auto size = std::make_shared<std::int64_t>(size_word);
+  auto bytes = std::make_shared<const Bytes>(std::move(payload));
+  std::vector<std::shared_ptr<Work>> works;
+  works.push_back(group.isend(size.get(), sizeof(std::int64_t), dst, kObjectTag));
+  try {
+    works.push_back(group.isend(bytes->data(), bytes->size(), dst, kObjectTag));
+  } catch (...) {
+    // The size is on its way: keep its buffer alive (the orphan list takes it) before rethrowing.
+    RetainedWork sent_size(std::move(works), KeepAlive{size});
+    throw;
+  }
+  return std::make_shared<RetainedWork>(std::move(works), KeepAlive{size, bytes});
+}
+
 }  // namespace
 
 void send_object_bytes(ProcessGroup& group, const Bytes& obj, int dst) {
@@ -35,38 +75,49 @@ void send_object_bytes(ProcessGroup& group, const Bytes& obj, int dst) {
   group.send(obj.data(), obj.size(), dst, kObjectTag);
 }
 
-Bytes recv_object_bytes(ProcessGroup& group, int src, const std::string& label) {
+Bytes recv_object_bytes(ProcessGroup& group, int src, const comm::OpLabel& label) {
   std::int64_t size = -1;
   group.recv(&size, sizeof(size), src, kObjectTag);
-  if (size < 0) GC_THROW(DistributedError, label, ": peer ", src, " announced size ", size);
-  Bytes obj(static_cast<std::size_t>(size), '\0');
+  const bool failed = size < 0;
+  const std::size_t length =
+      failed ? failure_text_length(size, src, label) : static_cast<std::size_t>(size);
+  Bytes obj(length, '\0');
   group.recv(obj.data(), obj.size(), src, kObjectTag);
+  if (failed) throw_source_failure(label, src, obj);
   return obj;
 }
 
 std::shared_ptr<Work> isend_object_bytes(ProcessGroup& group, Bytes obj, int dst) {
-  auto size = std::make_shared<std::int64_t>(static_cast<std::int64_t>(obj.size()));
-  auto payload = std::make_shared<const Bytes>(std::move(obj));
-  std::vector<std::shared_ptr<Work>> works;
-  works.push_back(group.isend(size.get(), sizeof(std::int64_t), dst, kObjectTag));
-  try {
-    works.push_back(group.isend(payload->data(), payload->size(), dst, kObjectTag));
-  } catch (...) {
-    // The size is on its way: keep its buffer alive (the orphan list takes it) before rethrowing.
-    RetainedWork sent_size(std::move(works), KeepAlive{size});
-    throw;
-  }
-  return std::make_shared<RetainedWork>(std::move(works), KeepAlive{size, payload});
+  const auto size = static_cast<std::int64_t>(obj.size());
+  return isend_sized(group, size, std::move(obj), dst);
 }
 
-Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src) {
+std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::string& why, int dst) {
+  Bytes text = failure_text(why);
+  const std::int64_t size = failure_size_word(text);
+  return isend_sized(group, size, std::move(text), dst);
+}
+
+Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src,
+                             const comm::OpLabel& label) {
   const bool is_src = group.rank() == src;
   std::int64_t size = is_src ? static_cast<std::int64_t>(obj->size()) : 0;
   group.broadcast(&size, 1, DType::Int64, src);
+  const bool failed = size < 0;
+  const std::size_t length =
+      failed ? failure_text_length(size, src, label) : static_cast<std::size_t>(size);
   // The root's buffer is only read; a copy keeps the caller's const object untouched by API.
-  Bytes buffer = is_src ? *obj : Bytes(static_cast<std::size_t>(size), '\0');
-  if (size > 0) group.broadcast(buffer.data(), buffer.size(), DType::UInt8, src);
+  Bytes buffer = is_src ? *obj : Bytes(length, '\0');
+  if (length > 0) group.broadcast(buffer.data(), buffer.size(), DType::UInt8, src);
+  if (failed) throw_source_failure(label, src, buffer);
   return buffer;
+}
+
+void broadcast_object_failure(ProcessGroup& group, const std::string& why, int src) {
+  Bytes text = failure_text(why);
+  std::int64_t size = failure_size_word(text);
+  group.broadcast(&size, 1, DType::Int64, src);
+  if (!text.empty()) group.broadcast(text.data(), text.size(), DType::UInt8, src);
 }
 
 Bytes pack_object_list(const std::vector<Bytes>& objects) {

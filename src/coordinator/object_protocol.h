@@ -2,6 +2,11 @@
 // pickles) travels as its size (one int64) followed by its bytes, as in vLLM's send_object /
 // broadcast_object.
 //
+// A source that cannot produce its object (its serializer threw) sends a failure instead: the
+// size word -1 - n followed by n bytes of text saying why. Receivers consume it as they would the
+// object, so the group stays in step, and throw DistributedError carrying the text at once
+// rather than waiting for their deadline.
+//
 // Point-to-point objects use their own tag on the CPU group, so they never match another stream
 // between the same two ranks (the host tensors of the tensor-dict protocol use a second tag);
 // within a tag, messages match in the order they were posted on both sides.
@@ -13,6 +18,7 @@
 #include <string>
 #include <vector>
 
+#include "communicator/op_label.h"
 #include "groupcoord/bytes.h"
 #include "groupcoord/process_group.h"
 #include "groupcoord/work.h"
@@ -29,15 +35,21 @@ inline constexpr std::uint32_t kTensorDictTag = 0x01006474;
 void send_object_bytes(ProcessGroup& group, const Bytes& obj, int dst);
 
 /// Blocking receive of one object from group rank `src`. `label` ("tp:0 recv_object") names the
-/// call in errors; a negative size from the peer is a DistributedError.
-Bytes recv_object_bytes(ProcessGroup& group, int src, const std::string& label);
+/// call in errors: DistributedError when the peer sent a failure (or a malformed size).
+Bytes recv_object_bytes(ProcessGroup& group, int src, const comm::OpLabel& label);
 
 /// Non-blocking send_object_bytes. The returned Work owns copies of the size and the bytes.
 std::shared_ptr<Work> isend_object_bytes(ProcessGroup& group, Bytes obj, int dst);
+/// Non-blocking send of a failure saying `why` where group rank `dst` expects an object.
+std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::string& why, int dst);
 
 /// Collective over `group`: `obj` (required on `src`) on every rank. Two broadcasts: the size,
-/// then the bytes (skipped when empty, which every rank knows from the size).
-Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src);
+/// then the bytes (skipped when empty, which every rank knows from the size). `label` names the
+/// call in errors: DistributedError on the receivers when the source sent a failure.
+Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src,
+                             const comm::OpLabel& label);
+/// The source's side of broadcast_object_bytes when it has no object: a failure saying `why`.
+void broadcast_object_failure(ProcessGroup& group, const std::string& why, int src);
 
 /// Packs a list of objects into one (count, sizes, concatenated bytes) ...
 Bytes pack_object_list(const std::vector<Bytes>& objects);

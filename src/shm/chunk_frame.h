@@ -11,9 +11,14 @@
 namespace groupcoord {
 namespace shm {
 
+/// Top bit of a message's size word (ChunkHeader::total_bytes here, the length word of a remote
+/// reader's stream in remote_fanout.h): the message is the writer's failure text
+/// (MessageQueue::enqueue_error), not an object. No message comes near 2^63 bytes.
+inline constexpr std::uint64_t kWriterFailureBit = std::uint64_t{1} << 63;
+
 /// Header at the start of every chunk.
 struct ChunkHeader {
-  std::uint64_t total_bytes;  ///< size of the whole message
+  std::uint64_t total_bytes;  ///< size of the whole message, kWriterFailureBit included
   std::uint32_t index;        ///< position of this chunk in the message, from 0
   std::uint32_t count;        ///< chunks of the message
 };

@@ -447,8 +447,14 @@ bool is_remote(const MessageQueue::Impl& q, std::size_t r) {
   return q.fanout && q.fanout->serves(q.reader_ranks[r]);
 }
 
-// The writer's half of enqueue() for the readers of the ring.
-void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline& deadline);
+// enqueue() and enqueue_error(): `message` to every reader, flagged as the writer's failure text
+// when `writer_failure`.
+void send_message(MessageQueue::Impl& q, const char* op, const Bytes& message, bool writer_failure,
+                  std::optional<std::chrono::milliseconds> timeout);
+
+// The writer's half of send_message() for the readers of the ring.
+void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, bool writer_failure,
+                   const shm::Deadline& deadline);
 
 }  // namespace
 
@@ -533,6 +539,11 @@ std::string MessageQueue::Impl::writer_label() const {
   if (writer_rank >= 0) return rank_name(writer_rank);
   return "the external writer" +
          (handle ? " (pid " + std::to_string(handle->writer_pid) + ")" : std::string());
+}
+
+void MessageQueue::Impl::throw_writer_failure(const Bytes& why) const {
+  GC_THROW(DistributedError, name, ": dequeue: the writer (", writer_label(),
+           ") failed instead of sending a message: ", why);
 }
 
 MessageQueue::MessageQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -625,29 +636,40 @@ void MessageQueue::wait_until_ready(std::optional<std::chrono::milliseconds> tim
 // ---- messages -------------------------------------------------------------------------------
 
 void MessageQueue::enqueue(const Bytes& obj, std::optional<std::chrono::milliseconds> timeout) {
-  Impl& q = *impl_;
-  GC_CHECK(q.is_writer(), q.name, ": enqueue: only the writer (", q.writer_label(),
-           ") can enqueue; this process is reader ", q.reader_index);
-  GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": enqueue: negative timeout ",
-           timeout->count(), " ms");
-  q.check_not_cancelled("enqueue");
-  if (q.broken) {
-    GC_THROW(DistributedError, q.name,
-             ": enqueue: the queue is broken (an earlier enqueue timed out half-way through a "
-             "message larger than the ring)");
-  }
-  if (!q.ring) return;  // no readers: nothing to do, as in vLLM
-  const shm::Deadline deadline(timeout.value_or(q.timeout));
-  if (q.n_local_reader > 0) enqueue_local(q, obj, deadline);
-  // The readers on other nodes get it after the local ones (their sockets buffer it).
-  if (q.fanout) q.fanout->send(obj, deadline);
+  send_message(*impl_, "enqueue", obj, /*writer_failure=*/false, timeout);
+}
+
+void MessageQueue::enqueue_error(const std::string& why,
+                                 std::optional<std::chrono::milliseconds> timeout) {
+  send_message(*impl_, "enqueue_error", why, /*writer_failure=*/true, timeout);
 }
 
 namespace {
 
-void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline& deadline) {
+void send_message(MessageQueue::Impl& q, const char* op, const Bytes& message, bool writer_failure,
+                  std::optional<std::chrono::milliseconds> timeout) {
+  GC_CHECK(q.is_writer(), q.name, ": ", op, ": only the writer (", q.writer_label(),
+           ") can enqueue; this process is reader ", q.reader_index);
+  GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": ", op, ": negative timeout ",
+           timeout->count(), " ms");
+  q.check_not_cancelled(op);
+  if (q.broken) {
+    GC_THROW(DistributedError, q.name, ": ", op,
+             ": the queue is broken (an earlier enqueue timed out half-way through a message "
+             "larger than the ring)");
+  }
+  if (!q.ring) return;  // no readers: nothing to do, as in vLLM
+  const shm::Deadline deadline(timeout.value_or(q.timeout));
+  if (q.n_local_reader > 0) enqueue_local(q, message, writer_failure, deadline);
+  // The readers on other nodes get it after the local ones (their sockets buffer it).
+  if (q.fanout) q.fanout->send(message, writer_failure, deadline);
+}
+
+void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, bool writer_failure,
+                   const shm::Deadline& deadline) {
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   const std::uint64_t count = shm::chunks_for(obj.size(), payload);
+  const std::uint64_t size_word = obj.size() | (writer_failure ? shm::kWriterFailureBit : 0);
   GC_CHECK(count <= UINT32_MAX, q.name, ": enqueue: a message of ", obj.size(),
            " bytes needs more than 2^32 chunks of ", q.max_chunk_bytes, " bytes");
 
@@ -673,7 +695,7 @@ void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, const shm::Deadline&
     const std::size_t offset = static_cast<std::size_t>(i) * payload;
     const std::size_t n = std::min(payload, obj.size() - offset);
     shm::write_chunk_header(
-        chunk, {obj.size(), static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
+        chunk, {size_word, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
     if (n > 0) std::memcpy(chunk + shm::kChunkHeaderBytes, obj.data() + offset, n);
     q.writer->publish();
   }
@@ -689,7 +711,12 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bo
   GC_CHECK(!timeout || timeout->count() >= 0, q.name, ": dequeue: negative timeout ",
            timeout->count(), " ms");
   const shm::Deadline deadline(timeout.value_or(q.timeout));
-  if (q.inbox) return q.inbox->receive(deadline);
+  if (q.inbox) {
+    bool writer_failed = false;
+    Bytes message = q.inbox->receive(deadline, &writer_failed);
+    if (writer_failed) q.throw_writer_failure(message);
+    return message;
+  }
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   while (true) {
     const std::uint8_t* chunk = nullptr;
@@ -703,30 +730,32 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bo
                          " of a message; dequeue again to resume it)");
     }
     const shm::ChunkHeader header = shm::read_chunk_header(chunk);
+    const std::uint64_t size = header.total_bytes & ~shm::kWriterFailureBit;
     if (!q.partial) {
-      if (header.index != 0 || header.count != shm::chunks_for(header.total_bytes, payload)) {
+      if (header.index != 0 || header.count != shm::chunks_for(size, payload)) {
         GC_THROW(DistributedError, q.name, ": dequeue: corrupt chunk ", q.reader->current(),
-                 " (index ", header.index, ", count ", header.count, ", size ", header.total_bytes,
-                 ")");
+                 " (index ", header.index, ", count ", header.count, ", size ", size, ")");
       }
       q.partial.emplace();
-      q.partial->data.resize(header.total_bytes);
-      q.partial->total = header.total_bytes;
+      q.partial->data.resize(size);
+      q.partial->size_word = header.total_bytes;
       q.partial->count = header.count;
     } else if (header.index != q.partial->next || header.count != q.partial->count ||
-               header.total_bytes != q.partial->total) {
+               header.total_bytes != q.partial->size_word) {
       GC_THROW(DistributedError, q.name, ": dequeue: chunk ", q.reader->current(),
                " does not continue the current message (index ", header.index, ", expected ",
                q.partial->next, ")");
     }
     Impl::Partial& message = *q.partial;
     const std::size_t offset = static_cast<std::size_t>(header.index) * payload;
-    const std::size_t n = std::min<std::size_t>(payload, message.total - offset);
+    const std::size_t n = std::min<std::size_t>(payload, message.data.size() - offset);
     if (n > 0) std::memcpy(&message.data[offset], chunk + shm::kChunkHeaderBytes, n);
     q.reader->release();
     if (++message.next == message.count) {
+      const bool writer_failed = (message.size_word & shm::kWriterFailureBit) != 0;
       Bytes result = std::move(message.data);
       q.partial.reset();
+      if (writer_failed) q.throw_writer_failure(result);
       return result;
     }
   }

@@ -26,7 +26,7 @@ namespace shm {
 /// the one whose std::optional member names it.
 struct PartialMessage {
   Bytes data;
-  std::uint64_t total = 0;
+  std::uint64_t size_word = 0;  ///< ChunkHeader::total_bytes of its chunks (flag bit included)
   std::uint32_t count = 0;
   std::uint32_t next = 0;  ///< index of the next chunk expected
 };
@@ -78,6 +78,8 @@ struct MessageQueue::Impl {
   static std::chrono::milliseconds default_warning_interval();
   /// "rank 3", or "the external writer (pid 42)" when the writer belongs to no group.
   std::string writer_label() const;
+  /// dequeue()'s answer to a message enqueue_error sent: DistributedError carrying `why`.
+  [[noreturn]] void throw_writer_failure(const Bytes& why) const;
 
   /// The writer's side. `ring` may be null (no readers). `fanout`: the connections to the
   /// readers on other nodes (null: none); their ring slots are never waited for.

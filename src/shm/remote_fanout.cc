@@ -15,6 +15,7 @@
 #include "core/shared_memory.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
+#include "shm/chunk_frame.h"
 
 namespace groupcoord {
 namespace shm {
@@ -139,19 +140,19 @@ bool RemoteFanout::serves(int rank) const {
   return std::find(reader_ranks_.begin(), reader_ranks_.end(), rank) != reader_ranks_.end();
 }
 
-void RemoteFanout::send(const Bytes& message, const Deadline& deadline) {
+void RemoteFanout::send(const Bytes& message, bool writer_failure, const Deadline& deadline) {
   if (broken_) {
     GC_THROW(DistributedError, label_,
              ": enqueue: the queue is broken (the connection to a "
              "remote reader failed in an earlier enqueue)");
   }
   const auto until = store_internal::deadline_after(deadline.remaining());
-  const std::uint64_t length = message.size();
+  const std::uint64_t length = message.size() | (writer_failure ? kWriterFailureBit : 0);
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     int err = 0;
     IoStatus status = store_internal::send_all(
         connections_[i].get(), reinterpret_cast<const char*>(&length), sizeof length, until, &err);
-    if (status == IoStatus::kOk && length > 0) {
+    if (status == IoStatus::kOk && !message.empty()) {
       status = store_internal::send_all(connections_[i].get(), message.data(), message.size(),
                                         until, &err);
     }

@@ -47,10 +47,11 @@ class RemoteFanout {
   /// not (the caller makes every rank agree before anyone throws).
   std::string accept_all(const Deadline& deadline);
 
-  /// Sends `message` to every remote reader. TimeoutError when a reader does not drain its
-  /// connection in time, DistributedError when one is gone; either leaves that reader's stream
-  /// unusable (is_broken()).
-  void send(const Bytes& message, const Deadline& deadline);
+  /// Sends `message` to every remote reader, its length word flagged with kWriterFailureBit
+  /// (chunk_frame.h) when it is the writer's failure text. TimeoutError when a reader does not
+  /// drain its connection in time, DistributedError when one is gone; either leaves that reader's
+  /// stream unusable (is_broken()).
+  void send(const Bytes& message, bool writer_failure, const Deadline& deadline);
 
   bool is_broken() const { return broken_; }
   /// Whether group rank `rank` is one of the remote readers.

@@ -71,7 +71,7 @@ bool RemoteInbox::fill(char* data, std::size_t size, std::size_t* have, const De
   return true;
 }
 
-Bytes RemoteInbox::receive(const Deadline& deadline) {
+Bytes RemoteInbox::receive(const Deadline& deadline, bool* writer_failed) {
   auto timed_out = [&](const char* what) {
     GC_THROW(TimeoutError, label_, ": dequeue timed out after ", deadline.timeout().count(),
              " ms waiting for ", what, " from the writer (", writer_,
@@ -81,17 +81,18 @@ Bytes RemoteInbox::receive(const Deadline& deadline) {
     if (!fill(reinterpret_cast<char*>(&length_), sizeof length_, &length_have_, deadline)) {
       timed_out(length_have_ == 0 ? "a message" : "the rest of a message");
     }
-    if (length_ > kMaxMessageBytes) {
+    if ((length_ & ~kWriterFailureBit) > kMaxMessageBytes) {
       GC_THROW(DistributedError, label_, ": dequeue: corrupt message length ", length_,
                " from the writer (", writer_, ")");
     }
-    message_.resize(static_cast<std::size_t>(length_));
+    message_.resize(static_cast<std::size_t>(length_ & ~kWriterFailureBit));
     message_have_ = 0;
   }
   if (!fill(message_.data(), message_.size(), &message_have_, deadline)) {
     timed_out("the rest of a message");
   }
   length_have_ = 0;
+  *writer_failed = (length_ & kWriterFailureBit) != 0;
   return std::move(message_);
 }
 

@@ -9,6 +9,7 @@
 
 #include "core/deadline.h"
 #include "groupcoord/bytes.h"
+#include "shm/chunk_frame.h"
 #include "shm/remote_fanout.h"
 #include "store/socket.h"
 
@@ -22,9 +23,10 @@ class RemoteInbox {
   RemoteInbox(std::string label, std::string writer, const RemoteEndpoint& endpoint, int rank,
               const Deadline& deadline, std::string* error);
 
-  /// The next message. TimeoutError when it has not fully arrived by `deadline` (the next call
-  /// resumes it), DistributedError when the writer closed the connection or died.
-  Bytes receive(const Deadline& deadline);
+  /// The next message; `*writer_failed` says whether it is the writer's failure text
+  /// (MessageQueue::enqueue_error). TimeoutError when it has not fully arrived by `deadline` (the
+  /// next call resumes it), DistributedError when the writer closed the connection or died.
+  Bytes receive(const Deadline& deadline, bool* writer_failed);
 
  private:
   /// Reads into `data` until `size` bytes are there (`*have` counts them across calls); false

@@ -4,6 +4,9 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
+#include <utility>
+#include <vector>
 
 #include "coord_env.h"
 #include "coord_tensors.h"
@@ -126,22 +129,37 @@ TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
                           {name, "send_tensor_dict", "dst " + ws});
   expect_invalid_argument([&] { c.irecv_tensor_dict(-1); }, {name, "irecv_tensor_dict", "src -1"});
 
-  // Errors only the source can see: only the source calls.
-  if (me == 0) {
-    expect_invalid_argument([&] { c.broadcast_object(std::nullopt, 0); },
-                            {name, "broadcast_object", "src 0", "no object"});
-    if (n > 1) {  // at world size 1 vLLM hands the None back
-      expect_invalid_argument([&] { c.broadcast_tensor_dict(std::nullopt, 0); },
-                              {name, "broadcast_tensor_dict", "no tensor dict"});
-      TensorDict twice = {{"k", t}, {"k", Bytes("again")}};
-      expect_invalid_argument([&] { c.broadcast_tensor_dict(twice, 0); },
-                              {name, "broadcast_tensor_dict", "'k'", "twice"});
-      TensorDict undefined = {{"u", Tensor()}};
-      expect_invalid_argument([&] { c.send_tensor_dict(undefined); },
-                              {name, "isend_tensor_dict", "'u'", "undefined"});
+  // Errors only the source can see: the source raises the error, the ranks waiting for it are
+  // told (DistributedError carrying the source's message) and the group stays in step.
+  std::vector<std::pair<std::string, std::function<void()>>> source_only = {
+      {"no object", [&] { c.broadcast_object(std::nullopt, 0); }}};
+  if (n > 1) {  // at world size 1 vLLM hands the dict (or None) back
+    source_only.emplace_back("no tensor dict", [&] { c.broadcast_tensor_dict(std::nullopt, 0); });
+    source_only.emplace_back("twice", [&] {
+      c.broadcast_tensor_dict(TensorDict{{"k", t}, {"k", Bytes("again")}}, 0);
+    });
+  }
+  for (const auto& [error, call] : source_only) {
+    if (me == 0) {
+      expect_invalid_argument(call, {name, error});
+    } else {
+      expect_error<DistributedError>(call, {name, "src 0 failed instead of sending", error});
     }
   }
-  // Nothing was sent anywhere: the group is still in step.
+  if (n > 1) {
+    // Point to point: rank 0 tells the next rank, which receives the failure.
+    if (me == 0) {
+      expect_invalid_argument(
+          [&] {
+            c.send_tensor_dict({{"u", Tensor()}});
+          },
+          {name, "isend_tensor_dict", "'u'", "undefined"});
+    } else if (me == 1) {
+      expect_error<DistributedError>([&] { c.recv_tensor_dict(0); },
+                                     {name, "src 0 failed instead of sending", "'u'"});
+    }
+  }
+  // The group is still in step.
   EXPECT_EQ(c.broadcast_object(me == 0 ? std::optional<Bytes>("in step") : std::nullopt),
             "in step");
   c.barrier();

@@ -8,6 +8,7 @@
 #include <string>
 
 #include "coord_env.h"
+#include "groupcoord/errors.h"
 #include "groupcoord/message_queue.h"
 
 namespace groupcoord {
@@ -33,6 +34,28 @@ TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorBroadcastsObjectsFromEvery
       if (coord.rank_in_group() == src) obj = message(src_world, k);
       EXPECT_EQ(coord.broadcast_object(obj, src), message(src_world, k)) << "src " << src;
     }
+  }
+  coord.barrier();
+}
+
+// The queue's route of broadcast_object_failed: the readers raise with the writer's text, and
+// the queue goes on carrying objects.
+TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorTellsReadersOfTheWritersFailure) {
+  GroupCoordinator coord(world_layout(world_size()), local_rank(), "gloo",
+                         /*use_device_communicator=*/true, /*use_message_queue_broadcaster=*/true,
+                         "mq");
+  if (!coord.has_mq_broadcaster()) GTEST_SKIP() << "no queue at world size 1";
+  for (int k = 0; k < 3; ++k) {
+    const std::string why = "cannot pickle step " + std::to_string(k);
+    if (coord.rank_in_group() == 0) {
+      coord.broadcast_object_failed(why, 0);
+    } else {
+      expect_error<DistributedError>([&] { coord.broadcast_object(std::nullopt, 0); },
+                                     {"writer", "failed instead of sending", why});
+    }
+    std::optional<Bytes> obj;
+    if (coord.rank_in_group() == 0) obj = message(coord.ranks()[0], k);
+    EXPECT_EQ(coord.broadcast_object(obj, 0), message(coord.ranks()[0], k));
   }
   coord.barrier();
 }

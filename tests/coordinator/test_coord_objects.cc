@@ -1,8 +1,12 @@
-// Object operations (Bytes): broadcast_object, broadcast_object_list, send/recv/isend_object.
+// Object operations (Bytes): broadcast_object, broadcast_object_list, send/recv/isend_object, and
+// a source's report that it cannot produce its object (*_failed).
 #include <gtest/gtest.h>
+
+#include <chrono>
 
 #include "coord_env.h"
 #include "coord_tensors.h"
+#include "groupcoord/errors.h"
 
 namespace groupcoord {
 namespace testing {
@@ -101,6 +105,67 @@ TEST_F(CoordinatorObjects, IsendObjectKeepsItsBuffersUntilDone) {
     handle->wait();
     EXPECT_TRUE(handle->is_completed());
   }
+}
+
+// The ranks waiting for a source that reported its failure raise DistributedError carrying its
+// text at once (well before the group's 60 s timeout, which would be a TimeoutError without it).
+void expect_told(const std::function<void()>& fn, const std::vector<std::string>& parts) {
+  const auto start = std::chrono::steady_clock::now();
+  expect_error<DistributedError>(fn, parts);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+TEST_F(CoordinatorObjects, ASourceThatCannotProduceItsObjectTellsTheOthersAndStaysInStep) {
+  for (GroupCoordinator* c : {&world_coord(), &reversed_coord()}) {
+    if (c->world_size() == 1) GTEST_SKIP() << "nobody waits at world size 1";
+    for (int src = 0; src < c->world_size(); ++src) {
+      const std::string why = "serializer threw for " + std::to_string(src);
+      if (c->rank_in_group() == src) {
+        c->broadcast_object_failed(why, src);
+        c->broadcast_object_list_failed(why + " (list)", src);
+      } else {
+        const std::string src_text = "src " + std::to_string(src);
+        expect_told([&] { c->broadcast_object(std::nullopt, src); },
+                    {c->unique_name(), "broadcast_object", src_text, why});
+        expect_told([&] { c->broadcast_object_list({"x"}, src); },
+                    {"broadcast_object_list", src_text, why + " (list)"});
+      }
+      // Still in step: the next broadcast from the same source arrives whole.
+      std::optional<Bytes> obj;
+      if (c->rank_in_group() == src) obj = object_of(rank(), 2);
+      EXPECT_EQ(c->broadcast_object(obj, src), object_of(c->ranks()[src], 2)) << src;
+    }
+  }
+}
+
+TEST_F(CoordinatorObjects, ASenderThatCannotProduceItsObjectTellsTheReceiverWithoutWaiting) {
+  GroupCoordinator& c = pairs_coord();
+  if (c.world_size() == 1) GTEST_SKIP() << "no peer";
+  const int peer = 1 - c.rank_in_group();
+  if (c.rank_in_group() == 0) {
+    c.send_object_failed("cannot pickle a lock", peer);  // returns before the peer has read it
+    c.send_object_failed("and no tensor dict either");   // dst: the next rank
+    c.send_object(object_of(rank(), 1), peer);
+  } else {
+    expect_told([&] { c.recv_object(peer); },
+                {c.unique_name(), "recv_object", "src 0", "cannot pickle a lock"});
+    expect_told([&] { c.recv_tensor_dict(peer); },
+                {"irecv_tensor_dict", "src 0", "and no tensor dict either"});
+    EXPECT_EQ(c.recv_object(peer), object_of(c.ranks()[peer], 1));
+  }
+}
+
+TEST_F(CoordinatorObjects, OnlyTheSourceReportsItsFailure) {
+  GroupCoordinator& c = world_coord();
+  const int other = (c.rank_in_group() + 1) % c.world_size();
+  if (other != c.rank_in_group()) {
+    expect_invalid_argument([&] { c.broadcast_object_failed("x", other); },
+                            {c.unique_name(), "broadcast_object_failed", "src"});
+  }
+  expect_invalid_argument([&] { c.broadcast_object_list_failed("x", c.world_size()); },
+                          {"broadcast_object_list_failed", "src", std::to_string(c.world_size())});
+  expect_invalid_argument([&] { c.send_object_failed("x", -1); },
+                          {"send_object_failed", "dst", "-1"});
 }
 
 }  // namespace

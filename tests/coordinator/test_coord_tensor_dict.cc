@@ -9,6 +9,7 @@
 
 #include "coord_env.h"
 #include "coord_tensors.h"
+#include "groupcoord/errors.h"
 
 namespace groupcoord {
 namespace testing {
@@ -156,7 +157,7 @@ TEST_F(CoordinatorTensorDict, AllGatherTensorsOverridesPerKey) {
   check_all_gather_path(overrides, false, true);
 }
 
-TEST_F(CoordinatorTensorDict, ForcedAllGatherOfAnIndivisibleTensorSendsNothing) {
+TEST_F(CoordinatorTensorDict, ForcedAllGatherOfAnIndivisibleTensorSendsOnlyAFailure) {
   GroupCoordinator& pp = pairs_coord();
   GroupCoordinator& tp = columns_coord();
   if (tp.world_size() < 2) GTEST_SKIP() << "needs an all_gather_group of 2 or more";
@@ -167,9 +168,34 @@ TEST_F(CoordinatorTensorDict, ForcedAllGatherOfAnIndivisibleTensorSendsNothing) 
           pp.send_tensor_dict(dict, 1, &tp, AllGatherTensors{{"odd", true}});
         },
         {pp.unique_name(), "isend_tensor_dict", "'odd'", "5 elements"});
+  } else {
+    // The receiver is told why instead of waiting for its deadline.
+    expect_error<DistributedError>([&] { pp.recv_tensor_dict(0, &tp); },
+                                   {"irecv_tensor_dict", "src 0", "'odd'", "5 elements"});
   }
-  // Nothing was sent: the pair is still in step.
+  // No tensor was sent: the pair is still in step.
   check_all_gather_path(std::nullopt, true, false);
+}
+
+TEST_F(CoordinatorTensorDict, ABroadcastSourceWithABadDictTellsTheOthers) {
+  GroupCoordinator& c = world_coord();
+  if (c.world_size() == 1) GTEST_SKIP() << "nobody waits at world size 1";
+  const int src = c.world_size() - 1;
+  if (c.rank_in_group() == src) {
+    TensorDict bad = {{"undefined", Tensor()}};
+    expect_invalid_argument([&] { c.broadcast_tensor_dict(bad, src); },
+                            {c.unique_name(), "broadcast_tensor_dict", "'undefined'"});
+  } else {
+    expect_error<DistributedError>(
+        [&] { c.broadcast_tensor_dict(std::nullopt, src); },
+        {"broadcast_object", "src " + std::to_string(src), "'undefined' is undefined"});
+  }
+  // Still in step.
+  std::optional<TensorDict> dict;
+  if (c.rank_in_group() == src) dict = make_dict(src, Fill{}, Fill{}, Fill{});
+  auto got = c.broadcast_tensor_dict(dict, src);
+  ASSERT_TRUE(got.has_value());
+  expect_dict(*got, src, "after a failed broadcast");
 }
 
 TEST_F(CoordinatorTensorDict, HundredFireAndForgetIsendsArriveInOrderAndIntact) {

@@ -319,6 +319,38 @@ TEST_F(MessageQueueTest, BadArgumentsRaiseInvalidArgumentEverywhere) {
   world()->barrier();
 }
 
+// enqueue_error: every reader's next dequeue throws with the writer's text (here longer than a
+// chunk, so it streams like an object), and the messages around it arrive as they were sent.
+TEST_F(MessageQueueTest, WriterFailureReachesEveryReaderBetweenMessages) {
+  if (world_size() == 1) GTEST_SKIP() << "needs a reader";
+  const std::size_t chunk = 256;
+  auto mq = MessageQueue::create_from_process_group(world(), chunk, 4, 0);
+  const std::string why = "serializer threw: " + std::string(3 * chunk, 'x') + " end";
+  if (rank() == 0) {
+    mq->enqueue(reference_message(9, 0, 100));
+    mq->enqueue_error(why);
+    mq->enqueue(reference_message(9, 1, 700));
+  } else {
+    EXPECT_EQ(mq->dequeue(), reference_message(9, 0, 100));
+    const auto start = Clock::now();
+    try {
+      mq->dequeue(milliseconds(20000));
+      ADD_FAILURE() << "dequeue returned the writer's failure as a message";
+    } catch (const TimeoutError& error) {
+      ADD_FAILURE() << "timed out instead of reading the writer's failure: " << error.what();
+    } catch (const DistributedError& error) {
+      const std::string what = error.what();
+      EXPECT_NE(what.find("the writer (rank 0) failed instead of sending a message"),
+                std::string::npos)
+          << what;
+      EXPECT_NE(what.find(why), std::string::npos) << what;
+    }
+    EXPECT_LT(since(start).count(), 5000);
+    EXPECT_EQ(mq->dequeue(), reference_message(9, 1, 700));
+  }
+  world()->barrier();
+}
+
 // A writer that goes away does not leave its readers waiting for their deadline: they read
 // what was published, then get DistributedError (not a TimeoutError) at once.
 TEST_F(MessageQueueTest, ClosedWriterFailsReadersPromptly) {
