@@ -21,6 +21,7 @@
 #include "py_group.h"
 #include "py_tensor.h"
 #include "py_work.h"
+#include "source_failure.h"
 #include "stream_arg.h"
 #include "tensor_ops.h"
 
@@ -118,7 +119,10 @@ py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, i
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(obj);
   const bool is_src = c.rank_in_group() == src;
   std::optional<Bytes> data;
-  if (is_src) data = dumps(obj);
+  if (is_src) {
+    data = produce_or_tell([&] { return dumps(obj); },
+                           [&](const std::string& why) { c.broadcast_object_failed(why, src); });
+  }
   auto call = [g, data = std::move(data), src] { return g->get().broadcast_object(data, src); };
   // Through the coordinator's queue every wait is on shared memory (no helper thread needed).
   Bytes out = src == 0 && c.has_mq_broadcaster()
@@ -138,7 +142,11 @@ py::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, py::object o
   const bool is_src = c.rank_in_group() == src;
   std::vector<Bytes> data(items.size());
   if (is_src) {
-    for (std::size_t i = 0; i < items.size(); ++i) data[i] = dumps(items[i]);
+    produce_or_tell(
+        [&] {
+          for (std::size_t i = 0; i < items.size(); ++i) data[i] = dumps(items[i]);
+        },
+        [&](const std::string& why) { c.broadcast_object_list_failed(why, src); });
   }
   std::vector<Bytes> out = call_blocking(BlockingKind::Wait, [g, data = std::move(data), src] {
     return g->get().broadcast_object_list(data, src);
@@ -149,10 +157,21 @@ py::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, py::object o
   return items;
 }
 
+namespace {
+
+/// A sender's pickle of `obj`; when pickling raises, group rank `dst` is told (an explicit dst,
+/// checked as send_object checks it).
+Bytes pickle_for(GroupCoordinator& c, py::handle obj, int dst) {
+  return produce_or_tell([&] { return dumps(obj); },
+                         [&](const std::string& why) { c.send_object_failed(why, dst); });
+}
+
+}  // namespace
+
 void send_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
-  g->get();
-  run_blocking(BlockingKind::Wait,
-               [g, data = dumps(obj), dst] { g->get().send_object(data, dst); });
+  run_blocking(BlockingKind::Wait, [g, data = pickle_for(g->get(), obj, dst), dst] {
+    g->get().send_object(data, dst);
+  });
 }
 
 py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
@@ -162,10 +181,9 @@ py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
 }
 
 py::object isend_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
-  g->get();
-  std::shared_ptr<Work> work = call_blocking(BlockingKind::Collective, [g, data = dumps(obj), dst] {
-    return g->get().isend_object(data, dst);
-  });
+  std::shared_ptr<Work> work = call_blocking(
+      BlockingKind::Collective,
+      [g, data = pickle_for(g->get(), obj, dst), dst] { return g->get().isend_object(data, dst); });
   return py::cast(PyWork{std::move(work)});
 }
 
@@ -230,6 +248,30 @@ std::optional<AllGatherTensors> all_gather_tensors_arg(py::handle obj, const std
   return out;
 }
 
+/// What a point-to-point tensor-dict send needs, read from Python.
+struct SendingTensorDict {
+  ImportedTensorDict in;
+  GroupArg ag;
+  std::optional<AllGatherTensors> agt;
+  std::optional<int> dst;
+};
+
+/// Reads a sender's arguments for `op`; when they cannot be read, the receiver (dst=, else the
+/// next rank) is told before the error propagates.
+SendingTensorDict read_sending(const PyGroup& g, py::handle tensor_dict, const char* op,
+                               const TensorDictOptions& options) {
+  const std::optional<int> dst = optional_rank(options.peer);
+  return produce_or_tell(
+      [&] {
+        const std::string what = g.label() + "." + op;
+        return SendingTensorDict{
+            tensor_dict_from_python(tensor_dict, {g.label(), op, "tensor_dict"}, options.stream),
+            group_arg(options.all_gather_group, what),
+            all_gather_tensors_arg(options.all_gather_tensors, what), dst};
+      },
+      [&](const std::string& why) { g.get().send_object_failed(why, dst); });
+}
+
 /// The stream for received CUDA tensors (the group's device).
 StreamHandle receive_stream(GroupCoordinator& c, py::handle stream, const ArrayLibrary* library) {
   const Device device = c.device();
@@ -281,8 +323,12 @@ py::object broadcast_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle t
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
   const ArrayLibrary* library = optional_library(array_library);
   if (c.rank_in_group() == src) {
-    ImportedTensorDict in = tensor_dict_from_python(
-        tensor_dict, {g->label(), "broadcast_tensor_dict", "tensor_dict"}, stream);
+    ImportedTensorDict in = produce_or_tell(
+        [&] {
+          return tensor_dict_from_python(
+              tensor_dict, {g->label(), "broadcast_tensor_dict", "tensor_dict"}, stream);
+        },
+        [&](const std::string& why) { c.broadcast_object_failed(why, src); });
     run_blocking(BlockingKind::Wait, [g, in, src] {
       with_stream(in.device, in.stream, [&] { g->get().broadcast_tensor_dict(in.dict, src); });
     });
@@ -301,16 +347,12 @@ py::list isend_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor_
                            const TensorDictOptions& options) {
   GroupCoordinator& c = g->get();
   if (c.world_size() <= 1) return py::list();
-  const std::string what = g->label() + ".isend_tensor_dict";
-  ImportedTensorDict in = tensor_dict_from_python(
-      tensor_dict, {g->label(), "isend_tensor_dict", "tensor_dict"}, options.stream);
-  GroupArg ag = group_arg(options.all_gather_group, what);
-  auto works = call_blocking(
-      BlockingKind::Collective, [g, in, ag, dst = optional_rank(options.peer),
-                                 agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
-        return with_stream(in.device, in.stream,
-                           [&] { return g->get().isend_tensor_dict(in.dict, dst, ag.group, agt); });
-      });
+  SendingTensorDict send = read_sending(*g, tensor_dict, "isend_tensor_dict", options);
+  auto works = call_blocking(BlockingKind::Collective, [g, send] {
+    return with_stream(send.in.device, send.in.stream, [&] {
+      return g->get().isend_tensor_dict(send.in.dict, send.dst, send.ag.group, send.agt);
+    });
+  });
   return handle_list(works);
 }
 
@@ -318,16 +360,12 @@ py::object send_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor
                             const TensorDictOptions& options) {
   GroupCoordinator& c = g->get();
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
-  const std::string what = g->label() + ".send_tensor_dict";
-  ImportedTensorDict in = tensor_dict_from_python(
-      tensor_dict, {g->label(), "send_tensor_dict", "tensor_dict"}, options.stream);
-  GroupArg ag = group_arg(options.all_gather_group, what);
-  run_blocking(BlockingKind::Wait,
-               [g, in, ag, dst = optional_rank(options.peer),
-                agt = all_gather_tensors_arg(options.all_gather_tensors, what)] {
-                 with_stream(in.device, in.stream,
-                             [&] { g->get().send_tensor_dict(in.dict, dst, ag.group, agt); });
-               });
+  SendingTensorDict send = read_sending(*g, tensor_dict, "send_tensor_dict", options);
+  run_blocking(BlockingKind::Wait, [g, send] {
+    with_stream(send.in.device, send.in.stream, [&] {
+      g->get().send_tensor_dict(send.in.dict, send.dst, send.ag.group, send.agt);
+    });
+  });
   return py::none();
 }
 
@@ -396,7 +434,33 @@ void bind_objects(GroupClass& cls) {
            "Sends a picklable object to group rank dst.")
       .def("recv_object", &recv_object, "src"_a, "Receives an object from group rank src.")
       .def("isend_object", &isend_object, "obj"_a, "dst"_a,
-           "Non-blocking send_object; returns a Handle (keeps the pickle alive).");
+           "Non-blocking send_object; returns a Handle (keeps the pickle alive).")
+      .def(
+          "broadcast_object_failed",
+          [](const GroupPtr& g, const std::string& why, int src) {
+            run_blocking(BlockingKind::Wait,
+                         [g, why, src] { g->get().broadcast_object_failed(why, src); });
+          },
+          "why"_a, "src"_a = 0, R"doc(
+Beyond vLLM's API: what the source calls instead of broadcast_object (or broadcast_tensor_dict)
+when it cannot produce the object. The other ranks' call raises DistributedError carrying
+``why`` at once; the group stays in step. broadcast_object does this itself when pickling
+raises.)doc")
+      .def(
+          "broadcast_object_list_failed",
+          [](const GroupPtr& g, const std::string& why, int src) {
+            run_blocking(BlockingKind::Wait,
+                         [g, why, src] { g->get().broadcast_object_list_failed(why, src); });
+          },
+          "why"_a, "src"_a = 0, "broadcast_object_failed for broadcast_object_list.")
+      .def(
+          "send_object_failed",
+          [](const GroupPtr& g, const std::string& why, py::object dst) {
+            g->get().send_object_failed(why, optional_rank(dst));
+          },
+          "why"_a, "dst"_a = py::none(), R"doc(
+broadcast_object_failed for recv_object and recv_tensor_dict on group rank ``dst`` (default:
+the next rank). Does not wait for the receiver.)doc");
 }
 
 void bind_tensor_dicts(GroupClass& cls) {

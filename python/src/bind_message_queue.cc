@@ -8,6 +8,7 @@
 #include "groupcoord/default_timeout.h"
 #include "pickle_codec.h"
 #include "py_message_queue.h"
+#include "source_failure.h"
 #include "timeout_arg.h"
 
 namespace py = pybind11;
@@ -21,7 +22,17 @@ using QueuePtr = std::shared_ptr<MessageQueue>;
 
 void enqueue(const QueuePtr& q, py::object obj, py::object timeout) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.enqueue");
-  call_waiting_in_shared_memory([&q, data = dumps(obj), bound] { q->enqueue(data, bound); });
+  // A writer whose object cannot be pickled tells its readers (enqueue_error) before raising.
+  Bytes data = produce_or_tell([&] { return dumps(obj); },
+                               [&](const std::string& why) {
+                                 if (q->is_writer()) q->enqueue_error(why, bound);
+                               });
+  call_waiting_in_shared_memory([&q, &data, bound] { q->enqueue(data, bound); });
+}
+
+void enqueue_error(const QueuePtr& q, const std::string& why, py::object timeout) {
+  const auto bound = timeout_from_python(timeout, "MessageQueue.enqueue_error");
+  call_waiting_in_shared_memory([&q, &why, bound] { q->enqueue_error(why, bound); });
 }
 
 py::object dequeue(const QueuePtr& q, py::object timeout, bool indefinite) {
@@ -188,7 +199,13 @@ Collective: every rank except group rank ``reader_rank`` writes its own one-read
 a list: on a writer its queue, on the reader one queue per writer (in group-rank order). vLLM
 returns (queue, handles) instead; here the reader gets attached queues directly.)doc")
       .def("enqueue", &enqueue, "obj"_a, "timeout"_a = py::none(),
-           "Writer: appends pickle(obj); waits while the ring is full (timeout in seconds).")
+           "Writer: appends pickle(obj); waits while the ring is full (timeout in seconds). When "
+           "obj cannot be pickled, the readers are told (as by enqueue_error) before the error "
+           "is raised.")
+      .def("enqueue_error", &enqueue_error, "why"_a, "timeout"_a = py::none(),
+           "Writer, beyond vLLM's API: sent instead of an object it cannot produce. Each "
+           "reader's next dequeue raises DistributedError carrying ``why``; the queue stays "
+           "usable.")
       .def("dequeue", &dequeue, "timeout"_a = py::none(), "indefinite"_a = false,
            "Reader: the next object (timeout in seconds; DistributedTimeoutError when it runs "
            "out, nothing is lost). indefinite=True: no long-wait log lines while waiting (the "

@@ -132,12 +132,19 @@ def test_bad_call_arguments_raise_type_error(tp: gc.GroupCoordinator) -> None:
 
 @requires_min_world_size(2)
 def test_bad_tensor_dicts(tp: gc.GroupCoordinator) -> None:
-    with pytest.raises(ValueError, match="dictionary"):
-        tp.send_tensor_dict([("a", 1)])
-    with pytest.raises(ValueError, match="keys must be str"):
-        tp.send_tensor_dict({1: ref(0, (2,))})
-    with pytest.raises(ValueError, match="all_gather_group"):
-        tp.send_tensor_dict({"a": 1}, all_gather_group="tp")
+    """The sender raises ValueError; its receiver (the next rank) is told each of them, so every
+    rank sends to the next and receives from the previous."""
+    bad = {
+        "dictionary": lambda: tp.send_tensor_dict([("a", 1)]),
+        "keys must be str": lambda: tp.send_tensor_dict({1: ref(0, (2,))}),
+        "all_gather_group": lambda: tp.send_tensor_dict({"a": 1}, all_gather_group="tp"),
+    }
+    for error, send in bad.items():
+        with pytest.raises(ValueError, match=error):
+            send()
+        with pytest.raises(gc.DistributedError, match=f"failed instead of sending.*{error}"):
+            tp.recv_tensor_dict()
+    tp.barrier()
 
 
 def test_bad_timeouts() -> None:

@@ -45,6 +45,38 @@ def test_create_mq_broadcaster(tp: gc.GroupCoordinator) -> None:
     tp.barrier()
 
 
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("refuses to be pickled (test)")
+
+
+@requires_min_world_size(2)
+@pytest.mark.parametrize("remote", [False, True])
+def test_a_writer_that_cannot_pickle_tells_its_readers(tp: gc.GroupCoordinator, remote: bool,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """enqueue of an object that cannot be pickled, and enqueue_error: each reader's next
+    dequeue raises the writer's error (through shared memory, and over TCP for readers on other
+    nodes), and the messages around it arrive."""
+    if remote:
+        monkeypatch.setenv("GROUPCOORD_MQ_FORCE_REMOTE", "1")
+    mq = gc.MessageQueue.create_from_process_group(tp.cpu_group, 256, 4, writer_rank=0)
+    told = "writer \\(rank 0\\) failed instead of sending a message"
+    if mq.is_writer:
+        mq.enqueue(message(1))
+        with pytest.raises(TypeError, match="refuses to be pickled"):
+            mq.enqueue(Unpicklable())
+        mq.enqueue_error("the writer's own reason " + "x" * 1000)  # longer than a chunk
+        mq.enqueue(message(2))
+    else:
+        np.testing.assert_array_equal(mq.dequeue(timeout=20), message(1))
+        with pytest.raises(gc.DistributedError, match=f"{told}: TypeError: refuses to be pickled"):
+            mq.dequeue(timeout=20)
+        with pytest.raises(gc.DistributedError, match=f"{told}: the writer's own reason x{{1000}}$"):
+            mq.dequeue(timeout=20)
+        np.testing.assert_array_equal(mq.dequeue(timeout=20), message(2))
+    tp.barrier()
+
+
 @requires_min_world_size(2)
 def test_readers_on_other_nodes_are_served_over_tcp(tp: gc.GroupCoordinator,
                                                     monkeypatch: pytest.MonkeyPatch) -> None:

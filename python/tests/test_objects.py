@@ -4,10 +4,14 @@ dicts are the flavour's (gc_testing.py), so they go through the device group."""
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
+import pytest
 
 import groupcoord as gc
 from gc_testing import (
+    GROUP_TIMEOUT,
     arr,
     assert_result,
     ref,
@@ -111,3 +115,81 @@ def test_isend_tensor_dict_handles(tp: gc.GroupCoordinator) -> None:
     second()
     for h in handles:
         h.wait()
+
+
+class Unpicklable:
+    """An object whose pickling raises, as a lock or an open file would."""
+
+    def __reduce__(self):
+        raise TypeError("refuses to be pickled (test)")
+
+
+def expect_told(call, pattern: str) -> None:
+    """The waiting rank raises DistributedError carrying the source's error, well before the
+    group's timeout (which would end it with a timeout error instead)."""
+    start = time.monotonic()
+    with pytest.raises(gc.DistributedError, match=pattern):
+        call()
+    assert time.monotonic() - start < GROUP_TIMEOUT / 2
+
+
+@requires_min_world_size(2)
+@pytest.mark.parametrize("group", ["world", "mq"])
+def test_a_source_that_cannot_pickle_tells_the_others(world: gc.GroupCoordinator,
+                                                      group: str) -> None:
+    """broadcast_object (over the CPU group, and through the message queue from group rank 0),
+    broadcast_object_list and broadcast_tensor_dict: the source raises its own error, the others
+    are told at once, and the group stays in step."""
+    g = world
+    if group == "mq":
+        g = gc.GroupCoordinator([list(range(world.world_size))], world.local_rank, "gloo", False,
+                                use_message_queue_broadcaster=True, group_name="told_mq")
+        assert g.mq_broadcaster is not None
+    me = g.rank_in_group
+    for src in range(g.world_size):
+        told = f"src {src} failed instead of sending|writer \\(rank {src}\\) failed instead"
+        if me == src:
+            with pytest.raises(TypeError, match="refuses to be pickled"):
+                g.broadcast_object(Unpicklable(), src=src)
+            with pytest.raises(TypeError, match="refuses to be pickled"):
+                g.broadcast_object_list([1, Unpicklable()], src=src)
+            with pytest.raises(TypeError, match="refuses to be pickled"):
+                g.broadcast_tensor_dict({"a": arr(ref(0, (2,))), "b": Unpicklable()}, src=src)
+            g.broadcast_object_failed("the engine's own reason", src=src)
+        else:
+            expect_told(lambda: g.broadcast_object(None, src=src),
+                        f"({told}).*TypeError: refuses to be pickled")
+            expect_told(lambda: g.broadcast_object_list([None, None], src=src),
+                        f"src {src} failed instead of sending.*TypeError: refuses")
+            expect_told(lambda: g.broadcast_tensor_dict(None, src=src),
+                        f"({told}).*TypeError: refuses")
+            expect_told(lambda: g.broadcast_object(None, src=src),
+                        f"({told}).*the engine's own reason")
+        assert g.broadcast_object("in step" if me == src else None, src=src) == "in step"
+    if group == "mq":
+        g.destroy()
+
+
+@requires_min_world_size(2)
+def test_a_sender_that_cannot_pickle_tells_its_receiver(world: gc.GroupCoordinator) -> None:
+    me = world.rank_in_group
+    told = "src 0 failed instead of sending"
+    if me == 0:
+        with pytest.raises(TypeError, match="refuses to be pickled"):
+            world.send_object(Unpicklable(), dst=1)
+        with pytest.raises(TypeError, match="refuses to be pickled"):
+            world.isend_object(Unpicklable(), dst=1)
+        with pytest.raises(TypeError, match="refuses to be pickled"):
+            world.send_tensor_dict({"a": Unpicklable()}, dst=1)
+        with pytest.raises(ValueError, match="keys must be str"):
+            world.isend_tensor_dict({1: 2})  # dst: the next rank, 1
+        world.send_object_failed("the engine's own reason", dst=1)
+        world.send_object("after", dst=1)
+    elif me == 1:
+        expect_told(lambda: world.recv_object(src=0), f"{told}.*TypeError: refuses")
+        expect_told(lambda: world.recv_object(src=0), f"{told}.*TypeError: refuses")
+        expect_told(lambda: world.recv_tensor_dict(src=0), f"{told}.*TypeError: refuses")
+        expect_told(lambda: world.recv_tensor_dict(src=0), f"{told}.*keys must be str")
+        expect_told(lambda: world.recv_object(src=0), f"{told}.*the engine's own reason")
+        assert world.recv_object(src=0) == "after"
+    world.barrier()

@@ -690,8 +690,8 @@ std::shared_ptr<Work> GroupCoordinator::isend_object(Bytes obj, int dst) try {
 void GroupCoordinator::Impl::check_is_source(const char* op, int src) const {
   const comm::OpLabel l = label(op);
   check_peer_rank(l, src, "src", rank_in_group, world_size, /*allow_self=*/true);
-  GC_CHECK(rank_in_group == src, l, ": src ", src, " reports its own failure; this is rank ",
-           rank_in_group);
+  GC_CHECK(rank_in_group == src, l, ": only the source reports its failure; src is ", src,
+           " and this is rank ", rank_in_group);
 }
 
 void GroupCoordinator::broadcast_object_failed(const std::string& why, int src) try {
