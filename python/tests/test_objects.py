@@ -154,7 +154,7 @@ def test_a_source_that_cannot_pickle_tells_the_others(world: gc.GroupCoordinator
             with pytest.raises(TypeError, match="refuses to be pickled"):
                 g.broadcast_object_list([1, Unpicklable()], src=src)
             with pytest.raises(TypeError, match="refuses to be pickled"):
-                g.broadcast_tensor_dict({"a": arr(ref(0, (2,))), "b": Unpicklable()}, src=src)
+                g.broadcast_tensor_dict({"a": ref(0, (2,)), "b": Unpicklable()}, src=src)
             g.broadcast_object_failed("the engine's own reason", src=src)
         else:
             expect_told(lambda: g.broadcast_object(None, src=src),
