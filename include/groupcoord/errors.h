@@ -7,6 +7,8 @@
 //   RankFailureError       a DistributedError that names the world ranks found dead (only under
 //                          RankFailurePolicy::kIdentify, world.h; Python:
 //                          groupcoord.RankFailureError)
+//   SourceFailedError      a DistributedError: the rank this one waited for failed before sending
+//                          and said why (Python: groupcoord.SourceFailedError)
 #pragma once
 
 #include <stdexcept>
@@ -41,6 +43,25 @@ class RankFailureError : public DistributedError {
 
  private:
   std::vector<int> dead_ranks_;
+};
+
+/// The rank this one was receiving from (the source of a broadcast or a point-to-point send, a
+/// queue's writer) could not produce what it would send and sent its error instead
+/// (GroupCoordinator::*_failed, MessageQueue::enqueue_error). Nobody died and the group stays in
+/// step, so the rank-failure policy leaves it as it is.
+class SourceFailedError : public DistributedError {
+ public:
+  SourceFailedError(const std::string& what, int src, std::string why)
+      : DistributedError(what), src_(src), why_(std::move(why)) {}
+  /// The source's group rank (a queue's writer: its rank in the queue's group; -1 for an external
+  /// writer).
+  int src() const { return src_; }
+  /// The source's own text.
+  const std::string& why() const { return why_; }
+
+ private:
+  int src_;
+  std::string why_;
 };
 
 }  // namespace groupcoord

@@ -144,14 +144,16 @@ class GroupCoordinator {
 
   // ---- a source that cannot send (beyond vLLM's API) -------------------------------------------
   /// What the source calls instead of the operation when it cannot produce what it would send
-  /// (its serializer threw): the ranks waiting for it throw DistributedError naming the source and
-  /// carrying `why` (cut to 64 KiB) at once instead of at their deadline, and the group stays in
-  /// step. broadcast_object_failed answers broadcast_object and broadcast_tensor_dict (whose
-  /// metadata is a broadcast object); broadcast_object_list_failed answers broadcast_object_list;
-  /// send_object_failed answers recv_object and recv_tensor_dict (dst as send_tensor_dict's: the
-  /// next rank by default) and does not wait for the receiver. `src` must be this rank. The
-  /// coordinator's own tensor-dict calls do this for the errors they find before sending; the
-  /// Python binding does it when pickling fails.
+  /// (its serializer threw): the ranks waiting for it throw SourceFailedError (errors.h) naming
+  /// the source and carrying `why` (cut to 64 KiB) at once instead of at their deadline, and the
+  /// group stays in step. A broadcast's failure is itself a broadcast: when the other ranks never
+  /// come, it ends at the group's deadline like any collective. broadcast_object_failed answers
+  /// broadcast_object and broadcast_tensor_dict (whose metadata is a broadcast object);
+  /// broadcast_object_list_failed answers broadcast_object_list; send_object_failed answers
+  /// recv_object and recv_tensor_dict (dst as send_tensor_dict's: the next rank by default) and
+  /// does not wait for the receiver. `src` must be this rank. The coordinator's own tensor-dict
+  /// calls do this for the errors they find before sending; the Python binding does it when
+  /// pickling fails.
   void broadcast_object_failed(const std::string& why, int src = 0);
   void broadcast_object_list_failed(const std::string& why, int src = 0);
   void send_object_failed(const std::string& why, std::optional<int> dst = std::nullopt);

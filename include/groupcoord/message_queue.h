@@ -185,17 +185,17 @@ class MessageQueue {
   void enqueue(const Bytes& obj, std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Writer only, beyond vLLM's API: what a writer sends instead of a message it cannot produce
-  /// (its serializer threw). The readers' next dequeue() consumes it and throws DistributedError
-  /// naming the writer and carrying `why`, at once rather than at its deadline; the queue stays
-  /// usable. Waits and fails as enqueue() does.
+  /// (its serializer threw). The readers' next dequeue() consumes it and throws SourceFailedError
+  /// (errors.h) naming the writer and carrying `why`, at once rather than at its deadline; the
+  /// queue stays usable. Waits and fails as enqueue() does.
   void enqueue_error(const std::string& why,
                      std::optional<std::chrono::milliseconds> timeout = std::nullopt);
 
   /// Reader only: the next message. Throws std::invalid_argument on the writer, TimeoutError
   /// when nothing (or not all of a multi-chunk message) arrived in time — the next dequeue()
   /// resumes where this one stopped, so nothing is lost — and DistributedError when the writer
-  /// closed or broke the queue and nothing is left to read, or sent enqueue_error instead of a
-  /// message. A timeout of zero never waits.
+  /// closed or broke the queue and nothing is left to read; SourceFailedError when the writer sent
+  /// enqueue_error instead of a message. A timeout of zero never waits.
   /// `indefinite` (vLLM's dequeue(indefinite=True)): no long-wait log lines while waiting (an
   /// idle engine worker); the deadline still holds (every blocking call here has one).
   Bytes dequeue(std::optional<std::chrono::milliseconds> timeout = std::nullopt,

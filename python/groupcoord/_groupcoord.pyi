@@ -24,6 +24,13 @@ class DistributedError(RuntimeError):
 class DistributedTimeoutError(TimeoutError, DistributedError):
     """A deadline expired (C++: groupcoord::TimeoutError)."""
 
+class SourceFailedError(DistributedError):
+    """The rank this one was receiving from could not produce its object and sent its error
+    instead (C++: groupcoord::SourceFailedError)."""
+
+    src: int
+    why: str
+
 class RankFailureError(DistributedError):
     """A collective failed and the world ranks in ``dead_ranks`` are dead (under
     ``set_rank_failure_policy("identify")``; C++: groupcoord::RankFailureError)."""

@@ -120,8 +120,9 @@ py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, i
   const bool is_src = c.rank_in_group() == src;
   std::optional<Bytes> data;
   if (is_src) {
-    data = produce_or_tell([&] { return dumps(obj); },
-                           [&](const std::string& why) { c.broadcast_object_failed(why, src); });
+    data = produce_or_tell(
+        [&] { return dumps(obj); },
+        [g, src](const std::string& why) { g->get().broadcast_object_failed(why, src); });
   }
   auto call = [g, data = std::move(data), src] { return g->get().broadcast_object(data, src); };
   // Through the coordinator's queue every wait is on shared memory (no helper thread needed).
@@ -135,19 +136,27 @@ py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, i
 py::object broadcast_object_list(const std::shared_ptr<PyGroup>& g, py::object obj_list, int src) {
   GroupCoordinator& c = g->get();
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(obj_list);
-  GC_CHECK(py::isinstance<py::list>(obj_list), g->label(),
-           ".broadcast_object_list: obj_list must be a list, got ",
-           py::repr(obj_list).cast<std::string>());
-  py::list items = py::reinterpret_borrow<py::list>(obj_list);
+  auto check_list = [&] {
+    GC_CHECK(py::isinstance<py::list>(obj_list), g->label(),
+             ".broadcast_object_list: obj_list must be a list, got ",
+             py::repr(obj_list).cast<std::string>());
+  };
   const bool is_src = c.rank_in_group() == src;
-  std::vector<Bytes> data(items.size());
+  std::vector<Bytes> data;
   if (is_src) {
     produce_or_tell(
         [&] {
-          for (std::size_t i = 0; i < items.size(); ++i) data[i] = dumps(items[i]);
+          check_list();
+          for (py::handle item : py::reinterpret_borrow<py::list>(obj_list)) {
+            data.push_back(dumps(item));
+          }
         },
-        [&](const std::string& why) { c.broadcast_object_list_failed(why, src); });
+        [g, src](const std::string& why) { g->get().broadcast_object_list_failed(why, src); });
+  } else {
+    check_list();
   }
+  py::list items = py::reinterpret_borrow<py::list>(obj_list);
+  data.resize(items.size());
   std::vector<Bytes> out = call_blocking(BlockingKind::Wait, [g, data = std::move(data), src] {
     return g->get().broadcast_object_list(data, src);
   });
@@ -161,17 +170,17 @@ namespace {
 
 /// A sender's pickle of `obj`; when pickling raises, group rank `dst` is told (an explicit dst,
 /// checked as send_object checks it).
-Bytes pickle_for(GroupCoordinator& c, py::handle obj, int dst) {
-  return produce_or_tell([&] { return dumps(obj); },
-                         [&](const std::string& why) { c.send_object_failed(why, dst); });
+Bytes pickle_for(const std::shared_ptr<PyGroup>& g, py::handle obj, int dst) {
+  return produce_or_tell(
+      [&] { return dumps(obj); },
+      [g, dst](const std::string& why) { g->get().send_object_failed(why, dst); });
 }
 
 }  // namespace
 
 void send_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
-  run_blocking(BlockingKind::Wait, [g, data = pickle_for(g->get(), obj, dst), dst] {
-    g->get().send_object(data, dst);
-  });
+  run_blocking(BlockingKind::Wait,
+               [g, data = pickle_for(g, obj, dst), dst] { g->get().send_object(data, dst); });
 }
 
 py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
@@ -183,7 +192,7 @@ py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
 py::object isend_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
   std::shared_ptr<Work> work = call_blocking(
       BlockingKind::Collective,
-      [g, data = pickle_for(g->get(), obj, dst), dst] { return g->get().isend_object(data, dst); });
+      [g, data = pickle_for(g, obj, dst), dst] { return g->get().isend_object(data, dst); });
   return py::cast(PyWork{std::move(work)});
 }
 
@@ -258,18 +267,23 @@ struct SendingTensorDict {
 
 /// Reads a sender's arguments for `op`; when they cannot be read, the receiver (dst=, else the
 /// next rank) is told before the error propagates.
-SendingTensorDict read_sending(const PyGroup& g, py::handle tensor_dict, const char* op,
-                               const TensorDictOptions& options) {
-  const std::optional<int> dst = optional_rank(options.peer);
-  return produce_or_tell(
+SendingTensorDict read_sending(const std::shared_ptr<PyGroup>& g, py::handle tensor_dict,
+                               const char* op, const TensorDictOptions& options) {
+  // The arguments a receiver reads too are checked first: when they are wrong, every rank
+  // raises the same error and nobody is told (the group stays in step). Only the dict itself is
+  // the sender's alone.
+  const std::string what = g->label() + "." + op;
+  SendingTensorDict send{{},
+                         group_arg(options.all_gather_group, what),
+                         all_gather_tensors_arg(options.all_gather_tensors, what),
+                         optional_rank(options.peer)};
+  send.in = produce_or_tell(
       [&] {
-        const std::string what = g.label() + "." + op;
-        return SendingTensorDict{
-            tensor_dict_from_python(tensor_dict, {g.label(), op, "tensor_dict"}, options.stream),
-            group_arg(options.all_gather_group, what),
-            all_gather_tensors_arg(options.all_gather_tensors, what), dst};
+        return tensor_dict_from_python(tensor_dict, {g->label(), op, "tensor_dict"},
+                                       options.stream);
       },
-      [&](const std::string& why) { g.get().send_object_failed(why, dst); });
+      [g, dst = send.dst](const std::string& why) { g->get().send_object_failed(why, dst); });
+  return send;
 }
 
 /// The stream for received CUDA tensors (the group's device).
@@ -328,7 +342,7 @@ py::object broadcast_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle t
           return tensor_dict_from_python(
               tensor_dict, {g->label(), "broadcast_tensor_dict", "tensor_dict"}, stream);
         },
-        [&](const std::string& why) { c.broadcast_object_failed(why, src); });
+        [g, src](const std::string& why) { g->get().broadcast_object_failed(why, src); });
     run_blocking(BlockingKind::Wait, [g, in, src] {
       with_stream(in.device, in.stream, [&] { g->get().broadcast_tensor_dict(in.dict, src); });
     });
@@ -347,7 +361,7 @@ py::list isend_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor_
                            const TensorDictOptions& options) {
   GroupCoordinator& c = g->get();
   if (c.world_size() <= 1) return py::list();
-  SendingTensorDict send = read_sending(*g, tensor_dict, "isend_tensor_dict", options);
+  SendingTensorDict send = read_sending(g, tensor_dict, "isend_tensor_dict", options);
   auto works = call_blocking(BlockingKind::Collective, [g, send] {
     return with_stream(send.in.device, send.in.stream, [&] {
       return g->get().isend_tensor_dict(send.in.dict, send.dst, send.ag.group, send.agt);
@@ -360,7 +374,7 @@ py::object send_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle tensor
                             const TensorDictOptions& options) {
   GroupCoordinator& c = g->get();
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
-  SendingTensorDict send = read_sending(*g, tensor_dict, "send_tensor_dict", options);
+  SendingTensorDict send = read_sending(g, tensor_dict, "send_tensor_dict", options);
   run_blocking(BlockingKind::Wait, [g, send] {
     with_stream(send.in.device, send.in.stream, [&] {
       g->get().send_tensor_dict(send.in.dict, send.dst, send.ag.group, send.agt);

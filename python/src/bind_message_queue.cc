@@ -24,7 +24,7 @@ void enqueue(const QueuePtr& q, py::object obj, py::object timeout) {
   const auto bound = timeout_from_python(timeout, "MessageQueue.enqueue");
   // A writer whose object cannot be pickled tells its readers (enqueue_error) before raising.
   Bytes data = produce_or_tell([&] { return dumps(obj); },
-                               [&](const std::string& why) {
+                               [q, bound](const std::string& why) {
                                  if (q->is_writer()) q->enqueue_error(why, bound);
                                });
   call_waiting_in_shared_memory([&q, &data, bound] { q->enqueue(data, bound); });

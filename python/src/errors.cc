@@ -18,6 +18,7 @@ namespace {
 PyObject* g_distributed_error = nullptr;
 PyObject* g_timeout_error = nullptr;
 PyObject* g_rank_failure_error = nullptr;
+PyObject* g_source_failed_error = nullptr;
 
 PyObject* new_exception(const char* name, const char* doc, PyObject* bases) {
   PyObject* type = PyErr_NewExceptionWithDoc(name, doc, bases, nullptr);
@@ -29,13 +30,22 @@ void translate(std::exception_ptr error) {
   if (!translate_groupcoord_exception(error) && error) std::rethrow_exception(error);
 }
 
-/// A groupcoord.RankFailureError with its dead_ranks attribute.
-void set_rank_failure_error(const groupcoord::RankFailureError& e) {
-  py::object instance =
-      py::reinterpret_steal<py::object>(PyObject_CallFunction(g_rank_failure_error, "s", e.what()));
+/// `text` as a Python str. Messages carry text from peers (a source's failure) that may not be
+/// valid UTF-8: undecodable bytes become U+FFFD rather than a UnicodeDecodeError.
+py::str text_of(const std::string& text) {
+  PyObject* str =
+      PyUnicode_DecodeUTF8(text.data(), static_cast<Py_ssize_t>(text.size()), "replace");
+  if (str == nullptr) throw py::error_already_set();
+  return py::reinterpret_steal<py::str>(str);
+}
+
+/// Raises `type(message)` with `attributes` set on the instance.
+void set_error(PyObject* type, const char* message, const py::dict& attributes = py::dict()) {
+  py::object instance = py::reinterpret_steal<py::object>(
+      PyObject_CallFunctionObjArgs(type, text_of(message).ptr(), nullptr));
   if (!instance) throw py::error_already_set();
-  instance.attr("dead_ranks") = py::cast(e.dead_ranks());
-  PyErr_SetObject(g_rank_failure_error, instance.ptr());
+  for (auto item : attributes) instance.attr(item.first) = item.second;
+  PyErr_SetObject(type, instance.ptr());
 }
 
 }  // namespace
@@ -47,16 +57,24 @@ bool translate_groupcoord_exception(std::exception_ptr error) {
     // the rank-failure policy in C++: apply it here too.
     if (error) std::rethrow_exception(apply_rank_failure_policy(error));
   } catch (const groupcoord::RankFailureError& e) {
-    set_rank_failure_error(e);
+    py::dict attributes;
+    attributes["dead_ranks"] = py::cast(e.dead_ranks());
+    set_error(g_rank_failure_error, e.what(), attributes);
+    return true;
+  } catch (const groupcoord::SourceFailedError& e) {
+    py::dict attributes;
+    attributes["src"] = e.src();
+    attributes["why"] = text_of(e.why());
+    set_error(g_source_failed_error, e.what(), attributes);
     return true;
   } catch (const groupcoord::TimeoutError& e) {
-    PyErr_SetString(g_timeout_error, e.what());
+    set_error(g_timeout_error, e.what());
     return true;
   } catch (const groupcoord::DistributedError& e) {
-    PyErr_SetString(g_distributed_error, e.what());
+    set_error(g_distributed_error, e.what());
     return true;
   } catch (const std::invalid_argument& e) {
-    PyErr_SetString(PyExc_ValueError, e.what());
+    set_error(PyExc_ValueError, e.what());
     return true;
   } catch (...) {
   }
@@ -81,7 +99,14 @@ void bind_errors(py::module_& module) {
                     "set_rank_failure_policy('identify'); C++: groupcoord::RankFailureError). "
                     "shrink_model_parallel(e.dead_ranks) on every survivor lets the job go on.",
                     g_distributed_error);
+  g_source_failed_error =
+      new_exception("groupcoord.SourceFailedError",
+                    "The rank this one was receiving from could not produce its object and sent "
+                    "its error instead (.src: its group rank, .why: its text); the group stays "
+                    "usable (C++: groupcoord::SourceFailedError).",
+                    g_distributed_error);
   module.add_object("DistributedError", py::handle(g_distributed_error));
+  module.add_object("SourceFailedError", py::handle(g_source_failed_error));
   module.add_object("RankFailureError", py::handle(g_rank_failure_error));
   module.add_object("DistributedTimeoutError", py::handle(g_timeout_error));
   py::register_exception_translator(&translate);

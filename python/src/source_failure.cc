@@ -8,10 +8,13 @@ namespace py = pybind11;
 namespace groupcoord {
 namespace python {
 
-void tell_waiting_ranks(const std::function<void(const std::string&)>& tell,
-                        const std::string& why) {
+void tell_waiting_ranks(TellWaitingRanks tell, std::string why) {
   try {
-    run_blocking(BlockingKind::Wait, [&] { tell(why); });
+    // The body owns its copies: an interrupted wait leaves it running after this frame.
+    run_blocking(BlockingKind::Wait, [tell = std::move(tell), why = std::move(why)] { tell(why); });
+  } catch (py::error_already_set& error) {
+    if (!error.matches(PyExc_Exception)) throw;  // KeyboardInterrupt, SystemExit
+    GC_LOG(Warn, "could not tell the waiting ranks of the failure (", error.what(), ")");
   } catch (const std::exception& error) {
     GC_LOG(Warn, "could not tell the waiting ranks of the failure (", error.what(), ")");
   }

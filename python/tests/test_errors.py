@@ -29,6 +29,8 @@ def test_exception_hierarchy() -> None:
     assert issubclass(gc.DistributedError, RuntimeError)
     assert issubclass(gc.DistributedTimeoutError, TimeoutError)
     assert issubclass(gc.DistributedTimeoutError, gc.DistributedError)
+    assert issubclass(gc.SourceFailedError, gc.DistributedError)
+    assert not issubclass(gc.SourceFailedError, TimeoutError)
 
 
 @pytest.mark.parametrize("bad", [[1.0, 2.0], "abc", 3, None])
@@ -137,12 +139,11 @@ def test_bad_tensor_dicts(tp: gc.GroupCoordinator) -> None:
     bad = {
         "dictionary": lambda: tp.send_tensor_dict([("a", 1)]),
         "keys must be str": lambda: tp.send_tensor_dict({1: ref(0, (2,))}),
-        "all_gather_group": lambda: tp.send_tensor_dict({"a": 1}, all_gather_group="tp"),
     }
     for error, send in bad.items():
         with pytest.raises(ValueError, match=error):
             send()
-        with pytest.raises(gc.DistributedError, match=f"failed instead of sending.*{error}"):
+        with pytest.raises(gc.SourceFailedError, match=f"failed instead of sending.*{error}"):
             tp.recv_tensor_dict()
     tp.barrier()
 

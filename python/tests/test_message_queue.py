@@ -69,10 +69,11 @@ def test_a_writer_that_cannot_pickle_tells_its_readers(tp: gc.GroupCoordinator, 
         mq.enqueue(message(2))
     else:
         np.testing.assert_array_equal(mq.dequeue(timeout=20), message(1))
-        with pytest.raises(gc.DistributedError, match=f"{told}: TypeError: refuses to be pickled"):
+        with pytest.raises(gc.SourceFailedError, match=f"{told}: TypeError: refuses to be pickled"):
             mq.dequeue(timeout=20)
-        with pytest.raises(gc.DistributedError, match=f"{told}: the writer's own reason x{{1000}}$"):
+        with pytest.raises(gc.SourceFailedError, match=f"{told}: the writer's own reason x{{1000}}$") as e:
             mq.dequeue(timeout=20)
+        assert e.value.src == 0 and e.value.why == "the writer's own reason " + "x" * 1000
         np.testing.assert_array_equal(mq.dequeue(timeout=20), message(2))
     tp.barrier()
 

@@ -124,13 +124,15 @@ class Unpicklable:
         raise TypeError("refuses to be pickled (test)")
 
 
-def expect_told(call, pattern: str) -> None:
-    """The waiting rank raises DistributedError carrying the source's error, well before the
+def expect_told(call, pattern: str, src: int = 0) -> None:
+    """The waiting rank raises SourceFailedError carrying the source's error, well before the
     group's timeout (which would end it with a timeout error instead)."""
     start = time.monotonic()
-    with pytest.raises(gc.DistributedError, match=pattern):
+    with pytest.raises(gc.SourceFailedError, match=pattern) as told:
         call()
     assert time.monotonic() - start < GROUP_TIMEOUT / 2
+    assert told.value.src == src
+    assert told.value.why and told.value.why in str(told.value)
 
 
 @requires_min_world_size(2)
@@ -147,7 +149,7 @@ def test_a_source_that_cannot_pickle_tells_the_others(world: gc.GroupCoordinator
         assert g.mq_broadcaster is not None
     me = g.rank_in_group
     for src in range(g.world_size):
-        told = f"src {src} failed instead of sending|writer \\(rank {src}\\) failed instead"
+        told = f"src {src} failed instead of sending its object"
         if me == src:
             with pytest.raises(TypeError, match="refuses to be pickled"):
                 g.broadcast_object(Unpicklable(), src=src)
@@ -155,16 +157,20 @@ def test_a_source_that_cannot_pickle_tells_the_others(world: gc.GroupCoordinator
                 g.broadcast_object_list([1, Unpicklable()], src=src)
             with pytest.raises(TypeError, match="refuses to be pickled"):
                 g.broadcast_tensor_dict({"a": ref(0, (2,)), "b": Unpicklable()}, src=src)
+            with pytest.raises(ValueError, match="obj_list must be a list"):
+                g.broadcast_object_list("not a list", src=src)  # only the source can see it
             g.broadcast_object_failed("the engine's own reason", src=src)
         else:
             expect_told(lambda: g.broadcast_object(None, src=src),
-                        f"({told}).*TypeError: refuses to be pickled")
+                        f"{told}: TypeError: refuses to be pickled", src)
             expect_told(lambda: g.broadcast_object_list([None, None], src=src),
-                        f"src {src} failed instead of sending.*TypeError: refuses")
+                        f"{told}: TypeError: refuses", src)
             expect_told(lambda: g.broadcast_tensor_dict(None, src=src),
-                        f"({told}).*TypeError: refuses")
+                        f"{told}: TypeError: refuses", src)
+            expect_told(lambda: g.broadcast_object_list([None], src=src),
+                        f"{told}: .*obj_list must be a list", src)
             expect_told(lambda: g.broadcast_object(None, src=src),
-                        f"({told}).*the engine's own reason")
+                        f"{told}: the engine's own reason", src)
         assert g.broadcast_object("in step" if me == src else None, src=src) == "in step"
     if group == "mq":
         g.destroy()
@@ -193,3 +199,22 @@ def test_a_sender_that_cannot_pickle_tells_its_receiver(world: gc.GroupCoordinat
         expect_told(lambda: world.recv_object(src=0), f"{told}.*the engine's own reason")
         assert world.recv_object(src=0) == "after"
     world.barrier()
+
+
+@requires_min_world_size(2)
+def test_a_bad_argument_every_rank_passes_is_raised_everywhere_and_told_nowhere(
+        tp: gc.GroupCoordinator) -> None:
+    """all_gather_group= is read by the receiver too: both raise ValueError, nothing is sent
+    (a report the receiver never reads would fail the next receive)."""
+    me = tp.rank_in_group
+    if me == 0:
+        with pytest.raises(ValueError, match="all_gather_group"):
+            tp.send_tensor_dict({"a": 1}, dst=1, all_gather_group="tp")
+    elif me == 1:
+        with pytest.raises(ValueError, match="all_gather_group"):
+            tp.recv_tensor_dict(src=0, all_gather_group="tp")
+    if me == 0:
+        tp.send_object("next", dst=1)
+    elif me == 1:
+        assert tp.recv_object(src=0) == "next"
+    tp.barrier()

@@ -577,19 +577,25 @@ Tensor GroupCoordinator::combine(const Tensor& hidden_states, bool is_sequence_p
 
 namespace {
 
-// Runs `prepare` (a source's work before its first message); when it throws, `tell` passes the
-// error's text to the ranks waiting for the message before the error propagates. A failure to
-// tell is logged: the original error is the one the caller must see.
+// Passes `why` to the ranks waiting for this source through `tell`. A failure to tell is logged:
+// the caller is about to throw the error that matters.
+template <typename Tell>
+void tell_waiting_ranks(Tell&& tell, const std::string& why) {
+  try {
+    tell(why);
+  } catch (const std::exception& tell_error) {
+    GC_LOG(Warn, "could not tell the waiting ranks of the failure (", tell_error.what(), ")");
+  }
+}
+
+// Runs `prepare` (a source's work before its first message); when it throws, tells the waiting
+// ranks its text through `tell` and rethrows.
 template <typename Prepare, typename Tell>
-auto tell_failure_of(Prepare&& prepare, Tell&& tell) -> decltype(prepare()) {
+auto produce_or_tell(Prepare&& prepare, Tell&& tell) -> decltype(prepare()) {
   try {
     return prepare();
   } catch (const std::exception& error) {
-    try {
-      tell(std::string(error.what()));
-    } catch (const std::exception& tell_error) {
-      GC_LOG(Warn, "could not tell the waiting ranks of the failure (", tell_error.what(), ")");
-    }
+    tell_waiting_ranks(tell, error.what());
     throw;
   }
 }
@@ -613,18 +619,21 @@ Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int sr
   const comm::OpLabel label = s.label("broadcast_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
   if (s.rank_in_group == src && !obj) {
-    tell_failure_of(
-        [&] {
-          GC_THROW(std::invalid_argument, label, ": src ", src,
-                   " (this rank) passed no object to broadcast");
-        },
-        [&](const std::string& why) {
-          if (s.world_size > 1) broadcast_object_failed(why, src);
-        });
+    const std::invalid_argument error(detail::concat(__FILE__, ":", __LINE__, ": ", label, ": src ",
+                                                     src,
+                                                     " (this rank) passed no object to broadcast"));
+    if (s.world_size > 1)
+      tell_waiting_ranks([&](const std::string& why) { broadcast_object_failed(why, src); },
+                         error.what());
+    throw error;
   }
   if (s.world_size == 1) return *obj;
   if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
-    return s.mq_broadcaster->broadcast_object(obj);
+    try {
+      return s.mq_broadcaster->broadcast_object(obj);
+    } catch (const SourceFailedError& failed) {
+      throw_source_failure(label, src, failed.why());  // in the words of the CPU-group route
+    }
   }
   return broadcast_object_bytes(*s.cpu_group, obj, src, label);
 } catch (...) {
@@ -700,7 +709,7 @@ void GroupCoordinator::broadcast_object_failed(const std::string& why, int src) 
   s.check_is_source("broadcast_object_failed", src);
   if (s.world_size == 1) return;
   if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
-    s.mq_broadcaster->broadcast_failure(why);
+    s.mq_broadcaster->broadcast_failure(cut_failure_text(why));
     return;
   }
   broadcast_object_failure(*s.cpu_group, why, src);
@@ -865,7 +874,7 @@ std::optional<TensorDict> GroupCoordinator::broadcast_tensor_dict(
   if (s.world_size == 1) return tensor_dict;
 
   if (s.rank_in_group == src) {
-    SplitTensorDict split = tell_failure_of(
+    SplitTensorDict split = produce_or_tell(
         [&] {
           GC_CHECK(tensor_dict.has_value(), label, ": src ", src,
                    " (this rank) passed no tensor dict");
@@ -943,7 +952,7 @@ std::vector<std::shared_ptr<Work>> GroupCoordinator::isend_tensor_dict(
   // failure, which the receiver raises.
   SplitTensorDict split;
   std::vector<Tensor> pieces;
-  tell_failure_of(
+  produce_or_tell(
       [&] {
         split = split_tensor_dict(tensor_dict, comm::to_string(label));
         for (const auto& [key, tensor] : split.tensors) {

@@ -27,11 +27,7 @@ void append_int64(Bytes& out, std::int64_t value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-// A failure's text is cut to this length; a longer announced one means a corrupt stream.
-constexpr std::size_t kMaxFailureText = std::size_t{1} << 16;
-
-// The failure text a source sends (cut to kMaxFailureText) and the size word announcing it.
-Bytes failure_text(const std::string& why) { return why.substr(0, kMaxFailureText); }
+// The failure text a source sends and the size word announcing it.
 std::int64_t failure_size_word(const Bytes& text) {
   return -1 - static_cast<std::int64_t>(text.size());
 }
@@ -40,14 +36,10 @@ std::int64_t failure_size_word(const Bytes& text) {
 // beyond what a source sends.
 std::size_t failure_text_length(std::int64_t size_word, int peer, const comm::OpLabel& label) {
   const std::uint64_t length = static_cast<std::uint64_t>(-(size_word + 1));
-  if (length > kMaxFailureText) {
+  if (length > kMaxFailureTextBytes) {
     GC_THROW(DistributedError, label, ": peer ", peer, " announced size ", size_word);
   }
   return static_cast<std::size_t>(length);
-}
-
-[[noreturn]] void throw_source_failure(const comm::OpLabel& label, int src, const Bytes& why) {
-  GC_THROW(DistributedError, label, ": src ", src, " failed instead of sending its object: ", why);
 }
 
 // Non-blocking send of a size word and its payload; the Work owns copies of both.
@@ -68,6 +60,21 @@ std::shared_ptr<Work> isend_sized(ProcessGroup& group, std::int64_t size_word, B
 }
 
 }  // namespace
+
+std::string cut_failure_text(const std::string& why) {
+  if (why.size() <= kMaxFailureTextBytes) return why;
+  std::size_t end = kMaxFailureTextBytes;
+  // Back off over UTF-8 continuation bytes (10xxxxxx) so that no character is split: receivers
+  // in Python decode the text as UTF-8.
+  while (end > 0 && (static_cast<unsigned char>(why[end]) & 0xC0) == 0x80) --end;
+  return why.substr(0, end);
+}
+
+void throw_source_failure(const comm::OpLabel& label, int src, const std::string& why) {
+  throw SourceFailedError(detail::concat(__FILE__, ":", __LINE__, ": ", label, ": src ", src,
+                                         " failed instead of sending its object: ", why),
+                          src, why);
+}
 
 void send_object_bytes(ProcessGroup& group, const Bytes& obj, int dst) {
   const std::int64_t size = static_cast<std::int64_t>(obj.size());
@@ -93,7 +100,7 @@ std::shared_ptr<Work> isend_object_bytes(ProcessGroup& group, Bytes obj, int dst
 }
 
 std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::string& why, int dst) {
-  Bytes text = failure_text(why);
+  Bytes text = cut_failure_text(why);
   const std::int64_t size = failure_size_word(text);
   return isend_sized(group, size, std::move(text), dst);
 }
@@ -114,7 +121,7 @@ Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& ob
 }
 
 void broadcast_object_failure(ProcessGroup& group, const std::string& why, int src) {
-  Bytes text = failure_text(why);
+  Bytes text = cut_failure_text(why);
   std::int64_t size = failure_size_word(text);
   group.broadcast(&size, 1, DType::Int64, src);
   if (!text.empty()) group.broadcast(text.data(), text.size(), DType::UInt8, src);

@@ -51,6 +51,14 @@ Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& ob
 /// The source's side of broadcast_object_bytes when it has no object: a failure saying `why`.
 void broadcast_object_failure(ProcessGroup& group, const std::string& why, int src);
 
+/// A failure's text is cut to this many bytes (at a UTF-8 character boundary) before it is sent;
+/// a longer one announced by a peer means a corrupt stream.
+inline constexpr std::size_t kMaxFailureTextBytes = std::size_t{1} << 16;
+/// `why` cut to kMaxFailureTextBytes.
+std::string cut_failure_text(const std::string& why);
+/// Throws SourceFailedError: `label`'s source `src` sent the failure `why`.
+[[noreturn]] void throw_source_failure(const comm::OpLabel& label, int src, const std::string& why);
+
 /// Packs a list of objects into one (count, sizes, concatenated bytes) ...
 Bytes pack_object_list(const std::vector<Bytes>& objects);
 /// ... and back. Throws DistributedError naming `label` for malformed input.

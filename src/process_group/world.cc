@@ -287,6 +287,8 @@ std::exception_ptr apply_rank_failure_policy(std::exception_ptr error) {
     std::rethrow_exception(error);
   } catch (const RankFailureError&) {
     return error;  // already identified (by an inner operation)
+  } catch (const SourceFailedError&) {
+    return error;  // the source told why: nobody died
   } catch (const DistributedError& e) {
     const bool timed_out = dynamic_cast<const TimeoutError*>(&e) != nullptr;
     const std::vector<int> dead = dead_ranks_after(timed_out);

@@ -453,7 +453,7 @@ void send_message(MessageQueue::Impl& q, const char* op, const Bytes& message, b
                   std::optional<std::chrono::milliseconds> timeout);
 
 // The writer's half of send_message() for the readers of the ring.
-void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, bool writer_failure,
+void enqueue_local(MessageQueue::Impl& q, const char* op, const Bytes& obj, bool writer_failure,
                    const shm::Deadline& deadline);
 
 }  // namespace
@@ -542,8 +542,10 @@ std::string MessageQueue::Impl::writer_label() const {
 }
 
 void MessageQueue::Impl::throw_writer_failure(const Bytes& why) const {
-  GC_THROW(DistributedError, name, ": dequeue: the writer (", writer_label(),
-           ") failed instead of sending a message: ", why);
+  throw SourceFailedError(
+      detail::concat(__FILE__, ":", __LINE__, ": ", name, ": dequeue: the writer (", writer_label(),
+                     ") failed instead of sending a message: ", why),
+      writer_rank, why);
 }
 
 MessageQueue::MessageQueue(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -660,28 +662,28 @@ void send_message(MessageQueue::Impl& q, const char* op, const Bytes& message, b
   }
   if (!q.ring) return;  // no readers: nothing to do, as in vLLM
   const shm::Deadline deadline(timeout.value_or(q.timeout));
-  if (q.n_local_reader > 0) enqueue_local(q, message, writer_failure, deadline);
+  if (q.n_local_reader > 0) enqueue_local(q, op, message, writer_failure, deadline);
   // The readers on other nodes get it after the local ones (their sockets buffer it).
   if (q.fanout) q.fanout->send(message, writer_failure, deadline);
 }
 
-void enqueue_local(MessageQueue::Impl& q, const Bytes& obj, bool writer_failure,
+void enqueue_local(MessageQueue::Impl& q, const char* op, const Bytes& obj, bool writer_failure,
                    const shm::Deadline& deadline) {
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   const std::uint64_t count = shm::chunks_for(obj.size(), payload);
   const std::uint64_t size_word = obj.size() | (writer_failure ? shm::kWriterFailureBit : 0);
-  GC_CHECK(count <= UINT32_MAX, q.name, ": enqueue: a message of ", obj.size(),
+  GC_CHECK(count <= UINT32_MAX, q.name, ": ", op, ": a message of ", obj.size(),
            " bytes needs more than 2^32 chunks of ", q.max_chunk_bytes, " bytes");
 
   // Wait up front for every chunk the message needs that fits in the ring: when that times out
   // nothing has been written and the queue stays usable. Only a message larger than the ring
   // must stream, and can time out half-way.
   q.writer->wait_free(static_cast<std::size_t>(std::min<std::uint64_t>(count, q.max_chunks)),
-                      deadline, "enqueue", q.wait_options());
+                      deadline, op, q.wait_options());
   for (std::uint64_t i = 0; i < count; ++i) {
     std::uint8_t* chunk = nullptr;
     try {
-      chunk = q.writer->acquire(deadline, "enqueue", q.wait_options());
+      chunk = q.writer->acquire(deadline, op, q.wait_options());
     } catch (...) {
       if (i > 0) {
         // Readers hold part of a message that can never be completed.

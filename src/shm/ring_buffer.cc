@@ -21,7 +21,8 @@ void WaitOptions::throw_if_cancelled(const std::string& label, const char* op) c
 namespace {
 
 constexpr std::uint64_t kMagic = 0x474e4952514d4347ULL;  // "GCMQRING" little-endian
-constexpr std::uint32_t kVersion = 2;                    // 2: the wake words
+constexpr std::uint32_t kVersion =
+    3;  // 2: the wake words; 3: the writer-failure bit (chunk_frame.h)
 constexpr std::size_t kAlign = 64;
 
 /// a + b, throwing instead of wrapping.

@@ -143,7 +143,7 @@ TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
     if (me == 0) {
       expect_invalid_argument(call, {name, error});
     } else {
-      expect_error<DistributedError>(call, {name, "src 0 failed instead of sending", error});
+      expect_error<SourceFailedError>(call, {name, "src 0 failed instead of sending", error});
     }
   }
   if (n > 1) {
@@ -155,8 +155,8 @@ TEST_F(CoordinatorErrors, BadArgumentsNameGroupOpAndValue) {
           },
           {name, "isend_tensor_dict", "'u'", "undefined"});
     } else if (me == 1) {
-      expect_error<DistributedError>([&] { c.recv_tensor_dict(0); },
-                                     {name, "src 0 failed instead of sending", "'u'"});
+      expect_error<SourceFailedError>([&] { c.recv_tensor_dict(0); },
+                                      {name, "src 0 failed instead of sending", "'u'"});
     }
   }
   // The group is still in step.

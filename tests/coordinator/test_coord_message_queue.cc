@@ -50,8 +50,9 @@ TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorTellsReadersOfTheWritersFa
     if (coord.rank_in_group() == 0) {
       coord.broadcast_object_failed(why, 0);
     } else {
-      expect_error<DistributedError>([&] { coord.broadcast_object(std::nullopt, 0); },
-                                     {"writer", "failed instead of sending", why});
+      expect_error<SourceFailedError>([&] { coord.broadcast_object(std::nullopt, 0); },
+                                      {coord.unique_name(), "broadcast_object",
+                                       "src 0 failed instead of sending its object", why});
     }
     std::optional<Bytes> obj;
     if (coord.rank_in_group() == 0) obj = message(coord.ranks()[0], k);

@@ -7,6 +7,7 @@
 #include "coord_env.h"
 #include "coord_tensors.h"
 #include "groupcoord/errors.h"
+#include "groupcoord/world.h"
 
 namespace groupcoord {
 namespace testing {
@@ -107,11 +108,11 @@ TEST_F(CoordinatorObjects, IsendObjectKeepsItsBuffersUntilDone) {
   }
 }
 
-// The ranks waiting for a source that reported its failure raise DistributedError carrying its
+// The ranks waiting for a source that reported its failure raise SourceFailedError carrying its
 // text at once (well before the group's 60 s timeout, which would be a TimeoutError without it).
 void expect_told(const std::function<void()>& fn, const std::vector<std::string>& parts) {
   const auto start = std::chrono::steady_clock::now();
-  expect_error<DistributedError>(fn, parts);
+  expect_error<SourceFailedError>(fn, parts);
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
 }
 
@@ -153,6 +154,37 @@ TEST_F(CoordinatorObjects, ASenderThatCannotProduceItsObjectTellsTheReceiverWith
                 {"irecv_tensor_dict", "src 0", "and no tensor dict either"});
     EXPECT_EQ(c.recv_object(peer), object_of(c.ranks()[peer], 1));
   }
+}
+
+// Under RankFailurePolicy::kIdentify a told failure stays what it is: nobody died, so there is no
+// search for dead ranks (up to 2 s) and no RankFailureError. The text is cut to 64 KiB on a
+// character boundary (here a 2-byte UTF-8 character straddles the cut).
+TEST_F(CoordinatorObjects, AToldFailureIsNoRankFailureAndIsCutOnACharacterBoundary) {
+  GroupCoordinator& c = world_coord();
+  if (c.world_size() == 1) GTEST_SKIP() << "nobody waits at world size 1";
+  const RankFailurePolicy before = rank_failure_policy();
+  set_rank_failure_policy(RankFailurePolicy::kIdentify);
+  const std::string why = std::string(65535, 'x') + "\xC3\xA9" + "tail";  // U+00E9 at 65535-65536
+  if (c.rank_in_group() == 0) {
+    c.broadcast_object_failed(why, 0);
+  } else {
+    const auto start = std::chrono::steady_clock::now();
+    try {
+      c.broadcast_object(std::nullopt, 0);
+      ADD_FAILURE() << "no error";
+    } catch (const SourceFailedError& e) {
+      EXPECT_EQ(e.src(), 0);
+      // The cut backs off over the whole character (sizes, not texts: a failure prints less).
+      EXPECT_EQ(e.why().size(), 65535u);
+      EXPECT_EQ(e.why().find_first_not_of('x'), std::string::npos);
+    } catch (const std::exception& e) {
+      ADD_FAILURE() << "wrong error: " << std::string(e.what()).substr(0, 300);
+    }
+    EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::milliseconds(1500));
+  }
+  set_rank_failure_policy(before);
+  EXPECT_EQ(c.broadcast_object(c.rank_in_group() == 0 ? std::optional<Bytes>("ok") : std::nullopt),
+            "ok");
 }
 
 TEST_F(CoordinatorObjects, OnlyTheSourceReportsItsFailure) {

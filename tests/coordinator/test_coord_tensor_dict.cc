@@ -170,8 +170,8 @@ TEST_F(CoordinatorTensorDict, ForcedAllGatherOfAnIndivisibleTensorSendsOnlyAFail
         {pp.unique_name(), "isend_tensor_dict", "'odd'", "5 elements"});
   } else {
     // The receiver is told why instead of waiting for its deadline.
-    expect_error<DistributedError>([&] { pp.recv_tensor_dict(0, &tp); },
-                                   {"irecv_tensor_dict", "src 0", "'odd'", "5 elements"});
+    expect_error<SourceFailedError>([&] { pp.recv_tensor_dict(0, &tp); },
+                                    {"irecv_tensor_dict", "src 0", "'odd'", "5 elements"});
   }
   // No tensor was sent: the pair is still in step.
   check_all_gather_path(std::nullopt, true, false);
@@ -186,7 +186,7 @@ TEST_F(CoordinatorTensorDict, ABroadcastSourceWithABadDictTellsTheOthers) {
     expect_invalid_argument([&] { c.broadcast_tensor_dict(bad, src); },
                             {c.unique_name(), "broadcast_tensor_dict", "'undefined'"});
   } else {
-    expect_error<DistributedError>(
+    expect_error<SourceFailedError>(
         [&] { c.broadcast_tensor_dict(std::nullopt, src); },
         {"broadcast_object", "src " + std::to_string(src), "'undefined' is undefined"});
   }

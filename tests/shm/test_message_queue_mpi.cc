@@ -338,7 +338,9 @@ TEST_F(MessageQueueTest, WriterFailureReachesEveryReaderBetweenMessages) {
       ADD_FAILURE() << "dequeue returned the writer's failure as a message";
     } catch (const TimeoutError& error) {
       ADD_FAILURE() << "timed out instead of reading the writer's failure: " << error.what();
-    } catch (const DistributedError& error) {
+    } catch (const SourceFailedError& error) {
+      EXPECT_EQ(error.src(), 0);
+      EXPECT_EQ(error.why(), why);
       const std::string what = error.what();
       EXPECT_NE(what.find("the writer (rank 0) failed instead of sending a message"),
                 std::string::npos)
