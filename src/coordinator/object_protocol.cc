@@ -27,7 +27,7 @@ void append_int64(Bytes& out, std::int64_t value) {
   out.append(reinterpret_cast<const char*>(&value), sizeof(value));
 }
 
-// The failure text a source sends and the size word announcing it.
+// The size word announcing a failure text of text.size() bytes.
 std::int64_t failure_size_word(const Bytes& text) {
   return -1 - static_cast<std::int64_t>(text.size());
 }
