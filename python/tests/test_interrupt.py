@@ -1,6 +1,7 @@
 """Ctrl-C (SIGINT) interrupts a blocking call on the main thread: KeyboardInterrupt within a second
 or two, for a rendezvous waiting on the store, a recv waiting on a peer, a message queue's dequeue
-waiting for its writer, and (when asked for) an all_reduce waiting on a peer. Runs child processes with their own tcp:// world, so only in the
+waiting for its writer, a writer telling its readers that its object cannot be pickled while the
+ring is full, and (when asked for) an all_reduce waiting on a peer. Runs child processes with their own tcp:// world, so only in the
 world-size-1 run."""
 
 from __future__ import annotations
@@ -76,6 +77,28 @@ except KeyboardInterrupt:
 """
 
 
+# A writer whose object cannot be pickled tells its readers (enqueue_error), which waits for a free
+# chunk; the ring is full and its reader never reads. Ctrl-C must end that wait with
+# KeyboardInterrupt, not be swallowed into the pickling error.
+TELL_WAIT = PRELUDE + """
+class Unpicklable:
+    def __reduce__(self):
+        raise TypeError("refuses to be pickled")
+
+writer = gc.MessageQueue(1, 1, max_chunk_bytes=1024, max_chunks=1, timeout=60)
+reader = gc.MessageQueue.create_from_handle(writer.export_handle(), 0, timeout=60)
+writer.enqueue("fills the ring")
+print("ready", flush=True)
+try:
+    writer.enqueue(Unpicklable())
+except KeyboardInterrupt:
+    print("interrupted", flush=True)
+    raise
+except TypeError:
+    print("the pickling error, not the interrupt", flush=True)
+    raise
+"""
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -142,3 +165,11 @@ def test_sigint_interrupts_peer_wait(what: str) -> None:
         child.kill()
         peer.kill()
         peer.wait()
+
+
+def test_sigint_interrupts_telling_the_readers() -> None:
+    child = spawn(TELL_WAIT)
+    try:
+        check_interrupted(child, interrupt_when_blocked(child))
+    finally:
+        child.kill()
