@@ -179,6 +179,7 @@ Bytes pickle_for(const std::shared_ptr<PyGroup>& g, py::handle obj, int dst) {
 }  // namespace
 
 void send_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
+  g->get();  // a destroyed group raises before anything is pickled
   run_blocking(BlockingKind::Wait,
                [g, data = pickle_for(g, obj, dst), dst] { g->get().send_object(data, dst); });
 }
@@ -190,6 +191,7 @@ py::object recv_object(const std::shared_ptr<PyGroup>& g, int src) {
 }
 
 py::object isend_object(const std::shared_ptr<PyGroup>& g, py::object obj, int dst) {
+  g->get();  // a destroyed group raises before anything is pickled
   std::shared_ptr<Work> work = call_blocking(
       BlockingKind::Collective,
       [g, data = pickle_for(g, obj, dst), dst] { return g->get().isend_object(data, dst); });
