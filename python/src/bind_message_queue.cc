@@ -204,7 +204,7 @@ returns (queue, handles) instead; here the reader gets attached queues directly.
            "is raised.")
       .def("enqueue_error", &enqueue_error, "why"_a, "timeout"_a = py::none(),
            "Writer, beyond vLLM's API: sent instead of an object it cannot produce. Each "
-           "reader's next dequeue raises DistributedError carrying ``why``; the queue stays "
+           "reader's next dequeue raises SourceFailedError carrying ``why``; the queue stays "
            "usable.")
       .def("dequeue", &dequeue, "timeout"_a = py::none(), "indefinite"_a = false,
            "Reader: the next object (timeout in seconds; DistributedTimeoutError when it runs "
