@@ -30,7 +30,7 @@ class ObjectBroadcaster {
   /// Collective over the group: `obj` (required on the writer) on every rank.
   virtual Bytes broadcast_object(const std::optional<Bytes>& obj) = 0;
   /// The writer's side of broadcast_object when it has no object: the readers' broadcast_object
-  /// throws DistributedError carrying `why`.
+  /// throws SourceFailedError carrying `why`.
   virtual void broadcast_failure(const std::string& why) = 0;
   /// The shared-memory queue behind it, if any (GroupCoordinator::mq_broadcaster()).
   virtual std::shared_ptr<MessageQueue> queue() const { return nullptr; }

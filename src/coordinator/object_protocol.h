@@ -4,7 +4,7 @@
 //
 // A source that cannot produce its object (its serializer threw) sends a failure instead: the
 // size word -1 - n followed by n bytes of text saying why. Receivers consume it as they would the
-// object, so the group stays in step, and throw DistributedError carrying the text at once
+// object, so the group stays in step, and throw SourceFailedError carrying the text at once
 // rather than waiting for their deadline.
 //
 // Point-to-point objects use their own tag on the CPU group, so they never match another stream
@@ -35,7 +35,8 @@ inline constexpr std::uint32_t kTensorDictTag = 0x01006474;
 void send_object_bytes(ProcessGroup& group, const Bytes& obj, int dst);
 
 /// Blocking receive of one object from group rank `src`. `label` ("tp:0 recv_object") names the
-/// call in errors: DistributedError when the peer sent a failure (or a malformed size).
+/// call in errors: SourceFailedError when the peer sent a failure, DistributedError for a malformed
+/// size.
 Bytes recv_object_bytes(ProcessGroup& group, int src, const comm::OpLabel& label);
 
 /// Non-blocking send_object_bytes. The returned Work owns copies of the size and the bytes.
@@ -45,7 +46,7 @@ std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::strin
 
 /// Collective over `group`: `obj` (required on `src`) on every rank. Two broadcasts: the size,
 /// then the bytes (skipped when empty, which every rank knows from the size). `label` names the
-/// call in errors: DistributedError on the receivers when the source sent a failure.
+/// call in errors: SourceFailedError on the receivers when the source sent a failure.
 Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src,
                              const comm::OpLabel& label);
 /// The source's side of broadcast_object_bytes when it has no object: a failure saying `why`.

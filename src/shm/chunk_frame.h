@@ -16,6 +16,19 @@ namespace shm {
 /// (MessageQueue::enqueue_error), not an object. No message comes near 2^63 bytes.
 inline constexpr std::uint64_t kWriterFailureBit = std::uint64_t{1} << 63;
 
+/// The size word of a message of `bytes` bytes, flagged when it is the writer's failure text.
+inline std::uint64_t size_word(std::uint64_t bytes, bool writer_failure) {
+  return bytes | (writer_failure ? kWriterFailureBit : 0);
+}
+/// The message's length in bytes, from its size word.
+inline std::uint64_t message_bytes(std::uint64_t size_word) {
+  return size_word & ~kWriterFailureBit;
+}
+/// Whether the size word announces the writer's failure text.
+inline bool is_writer_failure(std::uint64_t size_word) {
+  return (size_word & kWriterFailureBit) != 0;
+}
+
 /// Header at the start of every chunk.
 struct ChunkHeader {
   std::uint64_t total_bytes;  ///< size of the whole message, kWriterFailureBit included

@@ -671,7 +671,7 @@ void enqueue_local(MessageQueue::Impl& q, const char* op, const Bytes& obj, bool
                    const shm::Deadline& deadline) {
   const std::size_t payload = shm::chunk_payload(q.max_chunk_bytes);
   const std::uint64_t count = shm::chunks_for(obj.size(), payload);
-  const std::uint64_t size_word = obj.size() | (writer_failure ? shm::kWriterFailureBit : 0);
+  const std::uint64_t word = shm::size_word(obj.size(), writer_failure);
   GC_CHECK(count <= UINT32_MAX, q.name, ": ", op, ": a message of ", obj.size(),
            " bytes needs more than 2^32 chunks of ", q.max_chunk_bytes, " bytes");
 
@@ -697,7 +697,7 @@ void enqueue_local(MessageQueue::Impl& q, const char* op, const Bytes& obj, bool
     const std::size_t offset = static_cast<std::size_t>(i) * payload;
     const std::size_t n = std::min(payload, obj.size() - offset);
     shm::write_chunk_header(
-        chunk, {size_word, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
+        chunk, {word, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
     if (n > 0) std::memcpy(chunk + shm::kChunkHeaderBytes, obj.data() + offset, n);
     q.writer->publish();
   }
@@ -732,7 +732,7 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bo
                          " of a message; dequeue again to resume it)");
     }
     const shm::ChunkHeader header = shm::read_chunk_header(chunk);
-    const std::uint64_t size = header.total_bytes & ~shm::kWriterFailureBit;
+    const std::uint64_t size = shm::message_bytes(header.total_bytes);
     if (!q.partial) {
       if (header.index != 0 || header.count != shm::chunks_for(size, payload)) {
         GC_THROW(DistributedError, q.name, ": dequeue: corrupt chunk ", q.reader->current(),
@@ -754,7 +754,7 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bo
     if (n > 0) std::memcpy(&message.data[offset], chunk + shm::kChunkHeaderBytes, n);
     q.reader->release();
     if (++message.next == message.count) {
-      const bool writer_failed = (message.size_word & shm::kWriterFailureBit) != 0;
+      const bool writer_failed = shm::is_writer_failure(message.size_word);
       Bytes result = std::move(message.data);
       q.partial.reset();
       if (writer_failed) q.throw_writer_failure(result);

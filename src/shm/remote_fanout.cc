@@ -147,7 +147,7 @@ void RemoteFanout::send(const Bytes& message, bool writer_failure, const Deadlin
              "remote reader failed in an earlier enqueue)");
   }
   const auto until = store_internal::deadline_after(deadline.remaining());
-  const std::uint64_t length = message.size() | (writer_failure ? kWriterFailureBit : 0);
+  const std::uint64_t length = size_word(message.size(), writer_failure);
   for (std::size_t i = 0; i < connections_.size(); ++i) {
     int err = 0;
     IoStatus status = store_internal::send_all(

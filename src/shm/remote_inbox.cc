@@ -81,18 +81,18 @@ Bytes RemoteInbox::receive(const Deadline& deadline, bool* writer_failed) {
     if (!fill(reinterpret_cast<char*>(&length_), sizeof length_, &length_have_, deadline)) {
       timed_out(length_have_ == 0 ? "a message" : "the rest of a message");
     }
-    if ((length_ & ~kWriterFailureBit) > kMaxMessageBytes) {
+    if (message_bytes(length_) > kMaxMessageBytes) {
       GC_THROW(DistributedError, label_, ": dequeue: corrupt message length ", length_,
                " from the writer (", writer_, ")");
     }
-    message_.resize(static_cast<std::size_t>(length_ & ~kWriterFailureBit));
+    message_.resize(static_cast<std::size_t>(message_bytes(length_)));
     message_have_ = 0;
   }
   if (!fill(message_.data(), message_.size(), &message_have_, deadline)) {
     timed_out("the rest of a message");
   }
   length_have_ = 0;
-  *writer_failed = (length_ & kWriterFailureBit) != 0;
+  *writer_failed = is_writer_failure(length_);
   return std::move(message_);
 }
 
