@@ -267,6 +267,14 @@ struct SendingTensorDict {
   std::optional<int> dst;
 };
 
+/// The `stream=` check a receiver makes (receive_stream below: a handle of a known kind on a
+/// CUDA group), made by a source before it reads its dict. A stream every rank gets wrong then
+/// raises everywhere and nobody is told: a report the receivers never read would be taken by
+/// their next receive.
+void check_stream_as_receivers_do(const GroupCoordinator& c, py::handle stream) {
+  if (!stream.is_none() && c.device().is_cuda()) (void)stream_handle(stream);
+}
+
 /// Reads a sender's arguments for `op`; when they cannot be read, the receiver (dst=, else the
 /// next rank) is told before the error propagates.
 SendingTensorDict read_sending(const std::shared_ptr<PyGroup>& g, py::handle tensor_dict,
@@ -279,6 +287,7 @@ SendingTensorDict read_sending(const std::shared_ptr<PyGroup>& g, py::handle ten
                          group_arg(options.all_gather_group, what),
                          all_gather_tensors_arg(options.all_gather_tensors, what),
                          optional_rank(options.peer)};
+  check_stream_as_receivers_do(g->get(), options.stream);
   send.in = produce_or_tell(
       [&] {
         return tensor_dict_from_python(tensor_dict, {g->label(), op, "tensor_dict"},
@@ -339,6 +348,7 @@ py::object broadcast_tensor_dict(const std::shared_ptr<PyGroup>& g, py::handle t
   if (c.world_size() == 1) return py::reinterpret_borrow<py::object>(tensor_dict);
   const ArrayLibrary* library = optional_library(array_library);
   if (c.rank_in_group() == src) {
+    check_stream_as_receivers_do(c, stream);
     ImportedTensorDict in = produce_or_tell(
         [&] {
           return tensor_dict_from_python(

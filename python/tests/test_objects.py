@@ -16,6 +16,7 @@ from gc_testing import (
     assert_result,
     ref,
     reference,
+    requires_cuda_flavour,
     requires_min_world_size,
     sends_first,
 )
@@ -217,4 +218,31 @@ def test_a_bad_argument_every_rank_passes_is_raised_everywhere_and_told_nowhere(
         tp.send_object("next", dst=1)
     elif me == 1:
         assert tp.recv_object(src=0) == "next"
+    tp.barrier()
+
+
+@requires_min_world_size(2)
+@requires_cuda_flavour
+def test_a_bad_stream_every_rank_passes_is_raised_everywhere_and_told_nowhere(
+        tp: gc.GroupCoordinator) -> None:
+    """stream= is read by the receivers too on a CUDA group: a wrong one makes every rank of
+    broadcast_tensor_dict and of send/recv_tensor_dict raise ValueError, and the source tells
+    nobody (the receivers' next receive would take its report), so the group stays in step."""
+    me = tp.rank_in_group
+    bad = "not a stream"
+    sent = {"a": ref(0, (2,)), "n": 3}
+    with pytest.raises(ValueError, match="stream must be"):
+        tp.broadcast_tensor_dict(sent if me == 0 else None, src=0, stream=bad)
+    assert tp.broadcast_object("next" if me == 0 else None, src=0) == "next"
+    if me == 0:
+        with pytest.raises(ValueError, match="stream must be"):
+            tp.send_tensor_dict(sent, dst=1, stream=bad)
+        with pytest.raises(ValueError, match="stream must be"):
+            tp.isend_tensor_dict(sent, dst=1, stream=bad)
+        tp.send_object("after", dst=1)
+    elif me == 1:
+        for _ in range(2):
+            with pytest.raises(ValueError, match="stream must be"):
+                tp.recv_tensor_dict(src=0, stream=bad)
+        assert tp.recv_object(src=0) == "after"
     tp.barrier()
