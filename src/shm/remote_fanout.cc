@@ -126,6 +126,12 @@ std::string RemoteFanout::accept_all(const Deadline& deadline) {
     }
     const auto it = std::find(reader_ranks_.begin(), reader_ranks_.end(), hello.rank);
     if (it == reader_ranks_.end()) continue;
+    if (hello.stream_version != kRemoteStreamVersion) {
+      return label_ + ": remote reader rank " + std::to_string(hello.rank) +
+             " frames messages as stream version " + std::to_string(hello.stream_version) +
+             ", this writer as version " + std::to_string(kRemoteStreamVersion) +
+             " (0: a build from before the versions): the ranks run different groupcoord builds";
+    }
     UniqueFd& slot = connections_[static_cast<std::size_t>(it - reader_ranks_.begin())];
     if (slot.valid()) continue;
     store_internal::set_nodelay(fd.get());

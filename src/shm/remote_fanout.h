@@ -21,20 +21,28 @@
 namespace groupcoord {
 namespace shm {
 
+/// How the stream frames a message (a u64 size word, chunk_frame.h, then the bytes). A build
+/// that frames it differently must have another number: the writer and each remote reader
+/// compare theirs when they meet, so that ranks of different groupcoord builds get an error that
+/// says so instead of misreading the flag bits. Builds before the check sent 0.
+constexpr std::uint32_t kRemoteStreamVersion = 1;
+
 /// What the writer broadcasts to every rank of the group (fixed size, plain bytes).
 struct RemoteEndpoint {
   char host[64] = {};  ///< numeric address the remote readers connect to
   std::int32_t port = 0;
   std::int32_t ok = 0;  ///< 0: the writer could not listen (error says why)
   std::uint64_t token = 0;
+  std::uint32_t stream_version = kRemoteStreamVersion;  ///< the writer's
+  std::uint32_t reserved = 0;
   char error[160] = {};
 };
 
 /// The first bytes a remote reader sends on its connection.
 struct RemoteHello {
   std::uint64_t token = 0;
-  std::int32_t rank = -1;  ///< the reader's group rank
-  std::int32_t reserved = 0;
+  std::int32_t rank = -1;                               ///< the reader's group rank
+  std::uint32_t stream_version = kRemoteStreamVersion;  ///< the reader's
 };
 
 class RemoteFanout {
@@ -44,7 +52,8 @@ class RemoteFanout {
   RemoteFanout(std::string label, std::vector<int> reader_ranks, RemoteEndpoint* endpoint);
 
   /// Accepts the connection of every remote reader before `deadline`; "" on success, else why
-  /// not (the caller makes every rank agree before anyone throws).
+  /// not (the caller makes every rank agree before anyone throws). A reader that presents the
+  /// token with another kRemoteStreamVersion ends it at once, naming both versions.
   std::string accept_all(const Deadline& deadline);
 
   /// Sends `message` to every remote reader, its length word flagged with kWriterFailureBit
