@@ -267,10 +267,12 @@ struct SendingTensorDict {
   std::optional<int> dst;
 };
 
-/// The `stream=` check a receiver makes (receive_stream below: a handle of a known kind on a
-/// CUDA group), made by a source before it reads its dict. A stream every rank gets wrong then
-/// raises everywhere and nobody is told: a report the receivers never read would be taken by
-/// their next receive.
+/// The `stream=` check that makes a receiver raise (receive_stream below: on a CUDA group, a
+/// stream that is not None must be a handle of a known kind), made by a source before it reads
+/// its dict. A stream every rank gets wrong then raises everywhere and nobody is told: a report
+/// the receivers never read would be taken by their next receive. The price: a stream wrong on
+/// the source alone leaves its receivers waiting until the group's timeout (the source cannot
+/// tell the two cases apart; docs/reliability.md).
 void check_stream_as_receivers_do(const GroupCoordinator& c, py::handle stream) {
   if (!stream.is_none() && c.device().is_cuda()) (void)stream_handle(stream);
 }

@@ -177,16 +177,19 @@ void connect_remote_writers(ProcessGroup& group, const std::string& name, int re
     error = fanout->accept_all(deadline);
   } else if (me == reader_rank) {
     inboxes.resize(static_cast<std::size_t>(n));
+    // Every writer gets this reader's hello even after one failed, so that none waits for it
+    // until the deadline; the first failure is the one reported.
     for (int w : remote) {
       const std::string writer = "rank " + std::to_string(w);
+      std::string failed;
       if (endpoints[w].ok == 0) {
-        error = name + ": the writer (" + writer +
-                ") cannot serve a reader on another node: " + endpoints[w].error;
-        break;
+        failed = name + ": the writer (" + writer +
+                 ") cannot serve a reader on another node: " + endpoints[w].error;
+      } else {
+        inboxes[w] =
+            std::make_unique<shm::RemoteInbox>(name, writer, endpoints[w], me, deadline, &failed);
       }
-      inboxes[w] =
-          std::make_unique<shm::RemoteInbox>(name, writer, endpoints[w], me, deadline, &error);
-      if (!error.empty()) break;
+      if (error.empty()) error = failed;
     }
   }
   agree_on_connections(group, name, "writers", error);

@@ -71,6 +71,11 @@ std::string host_name_address() {
 
 }  // namespace
 
+std::string stream_version_text(std::uint32_t version) {
+  return "version " + std::to_string(version) +
+         (version == 0 ? " (a build from before the versions)" : "");
+}
+
 std::string RemoteFanout::address_for_peers() {
   if (const char* ifname = std::getenv("GLOO_SOCKET_IFNAME"); ifname && *ifname) {
     std::string first(ifname);
@@ -128,9 +133,9 @@ std::string RemoteFanout::accept_all(const Deadline& deadline) {
     if (it == reader_ranks_.end()) continue;
     if (hello.stream_version != kRemoteStreamVersion) {
       return label_ + ": remote reader rank " + std::to_string(hello.rank) +
-             " frames messages as stream version " + std::to_string(hello.stream_version) +
-             ", this writer as version " + std::to_string(kRemoteStreamVersion) +
-             " (0: a build from before the versions): the ranks run different groupcoord builds";
+             " frames messages as stream " + stream_version_text(hello.stream_version) +
+             ", this writer as " + stream_version_text(kRemoteStreamVersion) +
+             ": the ranks run different groupcoord builds";
     }
     UniqueFd& slot = connections_[static_cast<std::size_t>(it - reader_ranks_.begin())];
     if (slot.valid()) continue;

@@ -10,8 +10,10 @@
 // within the group's timeout.
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "core/deadline.h"
@@ -27,7 +29,10 @@ namespace shm {
 /// says so instead of misreading the flag bits. Builds before the check sent 0.
 constexpr std::uint32_t kRemoteStreamVersion = 1;
 
-/// What the writer broadcasts to every rank of the group (fixed size, plain bytes).
+/// What the writer broadcasts to every rank of the group (fixed size, plain bytes). Its size and
+/// the place of every field before `stream_version` are those of the builds before the versions,
+/// whose writers sent zeros where `stream_version` is (the start of their error text, empty when
+/// ok): a reader of this build then sees version 0 instead of failing the broadcast.
 struct RemoteEndpoint {
   char host[64] = {};  ///< numeric address the remote readers connect to
   std::int32_t port = 0;
@@ -35,15 +40,26 @@ struct RemoteEndpoint {
   std::uint64_t token = 0;
   std::uint32_t stream_version = kRemoteStreamVersion;  ///< the writer's
   std::uint32_t reserved = 0;
-  char error[160] = {};
+  char error[152] = {};
 };
+static_assert(sizeof(RemoteEndpoint) == 240 && offsetof(RemoteEndpoint, stream_version) == 80,
+              "the endpoint's layout is what every build broadcasts: change it only with a new "
+              "kRemoteStreamVersion, and keep the version where older builds can be told apart");
+static_assert(std::is_trivially_copyable_v<RemoteEndpoint>, "sent as plain bytes");
 
-/// The first bytes a remote reader sends on its connection.
+/// The first bytes a remote reader sends on its connection (builds before the versions sent 0
+/// where `stream_version` is).
 struct RemoteHello {
   std::uint64_t token = 0;
   std::int32_t rank = -1;                               ///< the reader's group rank
   std::uint32_t stream_version = kRemoteStreamVersion;  ///< the reader's
 };
+static_assert(sizeof(RemoteHello) == 16 && offsetof(RemoteHello, stream_version) == 12,
+              "the hello's layout is what every build sends");
+static_assert(std::is_trivially_copyable_v<RemoteHello>, "sent as plain bytes");
+
+/// "version V" for errors, saying what version 0 means.
+std::string stream_version_text(std::uint32_t version);
 
 class RemoteFanout {
  public:

@@ -47,9 +47,10 @@ RemoteInbox::RemoteInbox(std::string label, std::string writer, const RemoteEndp
   } else if (endpoint.stream_version != kRemoteStreamVersion) {
     // Checked after the hello, which carries this reader's version: the writer then ends its
     // wait for the readers at once too, instead of at the group's timeout.
-    *error = label_ + ": the writer (" + writer_ + ") frames messages as stream version " +
-             std::to_string(endpoint.stream_version) + ", this reader as version " +
-             std::to_string(kRemoteStreamVersion) + ": the ranks run different groupcoord builds";
+    *error = label_ + ": the writer (" + writer_ + ") frames messages as stream " +
+             stream_version_text(endpoint.stream_version) + ", this reader as " +
+             stream_version_text(kRemoteStreamVersion) +
+             ": the ranks run different groupcoord builds";
     fd_.reset();
   }
 }

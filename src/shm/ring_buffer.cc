@@ -103,6 +103,13 @@ ShmRingBuffer::AttachResult ShmRingBuffer::attach(const std::string& name, std::
     return result;
   }
   const auto* header = static_cast<const RingHeader*>(opened.segment->data());
+  if (header->magic == kMagic && header->token == token && header->version != kVersion) {
+    // This job's segment, laid out by another build: say so rather than "foreign".
+    result.error = "segment '" + name + "' has ring layout version " +
+                   std::to_string(header->version) + ", this reader reads version " +
+                   std::to_string(kVersion) + ": the ranks run different groupcoord builds";
+    return result;
+  }
   if (header->magic != kMagic || header->version != kVersion || header->token != token ||
       header->n_reader != n_reader || header->max_chunk_bytes != max_chunk_bytes ||
       header->max_chunks != max_chunks) {

@@ -348,6 +348,16 @@ TEST(ShmRingBuffer, AttachChecksTheHandle) {
   EXPECT_EQ(good.ring->n_reader(), 2u);
   auto missing = ShmRingBuffer::attach(fresh_name("none"), 2, 128, 3, kToken);
   EXPECT_TRUE(missing.not_found);
+  // The writer of another build (another layout version): refused, and said so.
+  const std::uint32_t version = ring->header().version;
+  ring->header().version = version + 1;
+  auto other_build = ShmRingBuffer::attach(name, 2, 128, 3, kToken);
+  EXPECT_FALSE(other_build.ring);
+  EXPECT_NE(other_build.error.find("has ring layout version " + std::to_string(version + 1) +
+                                   ", this reader reads version " + std::to_string(version) +
+                                   ": the ranks run different groupcoord builds"),
+            std::string::npos)
+      << other_build.error;
 }
 
 TEST(RingLayout, BlocksAreAlignedAndOverflowIsInvalid) {
