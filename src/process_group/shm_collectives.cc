@@ -128,7 +128,8 @@ std::int32_t direct_all_reduce_kib(int size, const std::string& label) {
 }  // namespace
 
 std::size_t ShmCollectives::segment_bytes(int size) {
-  return header_bytes(size) + 2 * static_cast<std::size_t>(size) * kChunkBytes;
+  return header_bytes(size) + 2 * static_cast<std::size_t>(size) * kChunkBytes +
+         kEagerSlots * kEagerBytes;
 }
 
 std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
@@ -213,6 +214,10 @@ std::uint8_t* ShmCollectives::slot(int bank, int r) const {
   return base + (static_cast<std::size_t>(bank) * size_ + r) * kChunkBytes;
 }
 
+std::uint8_t* ShmCollectives::eager_slot(std::uint64_t step) const {
+  return slot(2, 0) + (step % kEagerSlots) * kEagerBytes;  // right after the two banks
+}
+
 int ShmCollectives::begin_step(const char* op) {
   // Writing this rank's slot of the bank of step_ + 1 is safe once every rank has finished
   // reading step_ - 1 (the bank's last use), which it shows by publishing step_. After a full
@@ -222,6 +227,16 @@ int ShmCollectives::begin_step(const char* op) {
     everyone_reached_ = step_;
   }
   return static_cast<int>((step_ + 1) % 2);
+}
+
+std::uint64_t ShmCollectives::slowest_step() const {
+  std::uint64_t slowest = step_;
+  for (int r = 0; r < size_; ++r) {
+    const auto& line = *reinterpret_cast<const RankLine*>(
+        static_cast<const std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
+    slowest = std::min(slowest, line.step.load(std::memory_order_acquire));
+  }
+  return slowest;
 }
 
 void ShmCollectives::finish_step(const char* op) {
@@ -358,6 +373,8 @@ void ShmCollectives::barrier() {
 
 void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
   auto* bytes_out = static_cast<std::uint8_t*>(data);
+  if (bytes == 0) return;
+  if (bytes <= kEagerBytes) return eager_broadcast(data, bytes, root);
   if (single_copy_ && bytes >= kSingleCopyBytes) {
     // The root says where its buffer is; the others read it directly; the root leaves (and may
     // change its buffer) only once they are done.
@@ -386,6 +403,25 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
       std::memcpy(bytes_out + offset, slot(bank, root), n);
     }
   }
+}
+
+void ShmCollectives::eager_broadcast(void* data, std::size_t bytes, int root) {
+  const std::uint64_t step = step_ + 1;
+  if (rank_ == root) {
+    // The slot was last written at step - kEagerSlots; a rank is done reading it once it has
+    // published the step after that one (a rank publishes a step only after finishing the last).
+    const std::uint64_t read = step > kEagerSlots ? step - kEagerSlots + 1 : 0;
+    if (everyone_reached_ < read) {
+      wait_until("broadcast", read, kEveryRank);
+      everyone_reached_ = slowest_step();  // often well past `read`: no look for a while
+    }
+    std::memcpy(eager_slot(step), data, bytes);
+    publish_step();
+    return;
+  }
+  publish_step();
+  wait_until("broadcast", step, root);
+  std::memcpy(data, eager_slot(step), bytes);
 }
 
 void ShmCollectives::publish_address(int bank, const void* data, std::size_t bytes, int index) {

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdlib>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "groupcoord/errors.h"
@@ -92,6 +93,66 @@ TEST_F(ShmCollectivesTest, ManyStepsAcrossBothBanksStayInStep) {
     }
   }
   EXPECT_EQ(group->uses_shared_memory(), n > 1);
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, SmallBroadcastsLetTheRootRunAheadByTheEagerSlotsAndNoFurther) {
+  // The readers arrive 200 ms late: the root's first kEagerSlots - 1 broadcasts (at most
+  // kEagerBytes each) return without them, the next one waits until the slot it reuses was read.
+  if (world_size() < 2) GTEST_SKIP() << "needs two ranks";
+  auto group = whole_group(*world(), "shm-eager");
+  ASSERT_TRUE(group->uses_shared_memory());
+  constexpr int kAhead = 15;  // ShmCollectives::kEagerSlots - 1
+  constexpr auto kLate = std::chrono::milliseconds(200);
+  group->barrier();
+  const auto start = std::chrono::steady_clock::now();
+  if (rank() != 0) std::this_thread::sleep_for(kLate);
+  for (int i = 0; i <= kAhead; ++i) {
+    const std::size_t count = i == kAhead ? 256 : 1 + 16 * i;  // 4 B .. 1 KiB
+    std::vector<std::int32_t> data(count, -1);
+    if (rank() == 0) {
+      for (std::size_t k = 0; k < count; ++k) data[k] = i * 10000 + static_cast<int>(k);
+    }
+    group->broadcast(data.data(), data.size(), DType::Int32, 0);
+    const auto elapsed = std::chrono::steady_clock::now() - start;
+    if (rank() == 0 && i == kAhead - 1) {
+      EXPECT_LT(elapsed, kLate / 2)
+          << "the root waited for its late readers within " << kAhead << " broadcasts";
+    }
+    if (rank() == 0 && i == kAhead) {
+      EXPECT_GE(elapsed, kLate) << "the root reused an eager slot before its readers read it";
+    }
+    for (std::size_t k = 0; k < count; ++k) {
+      ASSERT_EQ(data[k], i * 10000 + static_cast<int>(k)) << "broadcast " << i << " element " << k;
+    }
+  }
+  group->destroy();
+}
+
+TEST_F(ShmCollectivesTest, EagerAndSlotBroadcastsOfChangingRootsStayInStep) {
+  // Roots change every 7 calls, sizes cross kEagerBytes (1 KiB) both ways, a reader now and then
+  // falls behind, and other collectives come in between: every value arrives.
+  auto group = whole_group(*world(), "shm-eager-mix");
+  const int n = world_size();
+  for (int i = 0; i < 400; ++i) {
+    const int root = (i / 7) % n;
+    const std::size_t count = i % 5 == 4 ? 257 + i : 1 + (i * 131) % 256;  // over, up to 1 KiB
+    std::vector<std::int32_t> data(count, -1);
+    if (rank() == root) {
+      for (std::size_t k = 0; k < count; ++k) data[k] = i * 7919 + static_cast<int>(k);
+    }
+    if (rank() == n - 1 && i % 23 == 0) std::this_thread::sleep_for(std::chrono::milliseconds(2));
+    group->broadcast(data.data(), data.size(), DType::Int32, root);
+    for (std::size_t k = 0; k < count; ++k) {
+      ASSERT_EQ(data[k], i * 7919 + static_cast<int>(k)) << "broadcast " << i << " from " << root;
+    }
+    if (i % 50 == 49) {
+      std::int64_t value = rank() + i;
+      group->all_reduce(&value, 1, DType::Int64);
+      ASSERT_EQ(value,
+                static_cast<std::int64_t>(n) * (n - 1) / 2 + static_cast<std::int64_t>(n) * i);
+    }
+  }
   group->destroy();
 }
 
