@@ -105,14 +105,16 @@ class ShmCollectives {
   static constexpr std::size_t kSingleCopyBytes = std::size_t{64} << 10;
   /// In groups of 2, all_reduce of this many bytes and more reads the peers' inputs and results
   /// directly (when every rank can) instead of going through the slots, whose writes are what
-  /// large all_reduces spent their time on (docs/benchmarks/cpu_collectives.md, session 9). Below
-  /// it the slots win: at 512 KiB and 1 MiB the direct path took 0.81-1.24x Open MPI's time and
-  /// the slots 0.74-0.85x in the same alternating runs (session 15).
+  /// large all_reduces spent their time on (docs/benchmarks/cpu_collectives.md, session 9). At 1
+  /// MiB the direct path took 1.04-1.16x Open MPI's time and the slots 1.16-1.33x in alternating
+  /// runs (session 23; session 15 had measured the opposite); at 512 KiB the two were even.
   /// GROUPCOORD_CPU_DIRECT_ALL_REDUCE_KIB sets the size for any group (0: never).
-  static constexpr std::size_t kSingleCopyReduceBytes = std::size_t{2} << 20;
-  /// The direct all_reduce reads and reduces the peers' operands in pieces of this many bytes (a
-  /// piece of every rank fits the caches).
-  static constexpr std::size_t kDirectPieceBytes = std::size_t{256} << 10;
+  static constexpr std::size_t kSingleCopyReduceBytes = std::size_t{1} << 20;
+  /// The direct all_reduce reads and reduces the peers' operands in pieces of this many bytes:
+  /// fewer, longer reads of a peer's memory. 1 MiB pieces took 0.91-0.96x Open MPI's time at 4 MiB
+  /// and 256 KiB pieces 1.02-1.10x in alternating runs; 64 and 128 KiB were slower still
+  /// (session 23).
+  static constexpr std::size_t kDirectPieceBytes = std::size_t{1} << 20;
 
   /// Runs a collective of the group's Gloo path (used for the set-up's name exchange and
   /// agreement): `broadcast(data, bytes, root)` and `all_reduce_min(value)`.
