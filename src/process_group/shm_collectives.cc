@@ -47,6 +47,12 @@ struct RankLine {
 };
 static_assert(sizeof(RankLine) <= kLine, "a rank's header fits one cache line");
 
+// Rank r's line of the header of `segment`.
+RankLine& rank_line(const shm::SharedMemory& segment, int r) {
+  return *reinterpret_cast<RankLine*>(static_cast<std::uint8_t*>(segment.data()) +
+                                      static_cast<std::size_t>(r) * kLine);
+}
+
 // What a rank publishes in its slot for a single-copy step: where its buffer is.
 struct BufferAddress {
   std::uint64_t address;
@@ -159,8 +165,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
     ready = segment != nullptr;  // not found: another node
   }
   if (ready) {
-    auto* line = reinterpret_cast<RankLine*>(static_cast<std::uint8_t*>(segment->data()) +
-                                             static_cast<std::size_t>(rank) * kLine);
+    RankLine* line = &rank_line(*segment, rank);
     line->pid = static_cast<std::uint64_t>(::getpid());
     line->probe = reinterpret_cast<std::uint64_t>(shm::cross_memory_probe());
     line->pid_ns = this_pid_namespace();
@@ -171,9 +176,7 @@ std::unique_ptr<ShmCollectives> ShmCollectives::create(int rank, int size,
   if (segment) segment->unlink();
   if (!everyone) return nullptr;
   // Single copy for large messages: every rank must be able to read the next one's memory.
-  const auto* next =
-      reinterpret_cast<const RankLine*>(static_cast<const std::uint8_t*>(segment->data()) +
-                                        static_cast<std::size_t>((rank + 1) % size) * kLine);
+  const RankLine* next = &rank_line(*segment, (rank + 1) % size);
   std::uint64_t probe = 0;
   const bool reachable =
       env_switch_on("GROUPCOORD_CPU_SINGLE_COPY") &&
@@ -232,9 +235,7 @@ int ShmCollectives::begin_step(const char* op) {
 std::uint64_t ShmCollectives::slowest_step() const {
   std::uint64_t slowest = step_;
   for (int r = 0; r < size_; ++r) {
-    const auto& line = *reinterpret_cast<const RankLine*>(
-        static_cast<const std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
-    slowest = std::min(slowest, line.step.load(std::memory_order_acquire));
+    slowest = std::min(slowest, rank_line(*segment_, r).step.load(std::memory_order_acquire));
   }
   return slowest;
 }
@@ -246,9 +247,7 @@ void ShmCollectives::finish_step(const char* op) {
 }
 
 void ShmCollectives::publish_step() {
-  auto* counter = reinterpret_cast<Counter*>(static_cast<std::uint8_t*>(segment_->data()) +
-                                             static_cast<std::size_t>(rank_) * kLine);
-  counter->store(++step_, std::memory_order_release);
+  rank_line(*segment_, rank_).step.store(++step_, std::memory_order_release);
   shm::notify_waiters(wake_word());
 }
 
@@ -294,9 +293,9 @@ void ShmCollectives::throw_if_a_rank_gave_up(const char* op, const char* what) {
 }
 
 void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
-  auto* counters = static_cast<std::uint8_t*>(segment_->data());
-  auto counter = [&](int r) { return reinterpret_cast<Counter*>(counters + r * kLine); };
-  auto behind = [&](int r) { return counter(r)->load(std::memory_order_acquire) < step; };
+  auto behind = [&](int r) {
+    return rank_line(*segment_, r).step.load(std::memory_order_acquire) < step;
+  };
   auto there = [&] {
     if (only != kEveryRank) return !behind(only);
     for (int r = 0; r < size_; ++r) {
@@ -352,8 +351,7 @@ void ShmCollectives::wait_until(const char* op, std::uint64_t step, int only) {
 
 void ShmCollectives::throw_if_a_missing_rank_died(const char* op, std::uint64_t step, int only) {
   for (int r = 0; r < size_; ++r) {
-    const auto& line = *reinterpret_cast<const RankLine*>(
-        static_cast<std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
+    const RankLine& line = rank_line(*segment_, r);
     const bool behind = line.step.load(std::memory_order_acquire) < step;
     if ((only != kEveryRank && r != only) || !behind) continue;
     if (!process_gone(line.pid_ns, static_cast<long>(line.pid), line.start)) continue;
@@ -435,8 +433,7 @@ void ShmCollectives::read_from(int r, int bank, std::size_t offset, void* dst, s
   std::memcpy(&address, slot(bank, r) + index * sizeof(address), sizeof(address));
   GC_ASSERT(offset + bytes <= address.bytes, health_->label(), ": ", op, ": rank ", r,
             " published ", address.bytes, " bytes, ", offset + bytes, " wanted");
-  const auto* line = reinterpret_cast<const RankLine*>(
-      static_cast<std::uint8_t*>(segment_->data()) + static_cast<std::size_t>(r) * kLine);
+  const RankLine* line = &rank_line(*segment_, r);
   if (!shm::read_peer_memory(static_cast<pid_t>(line->pid),
                              reinterpret_cast<const void*>(address.address + offset), dst, bytes)) {
     const std::string reason = std::string(op) + ": reading rank " + std::to_string(r) +
