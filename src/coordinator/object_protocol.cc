@@ -4,6 +4,7 @@
 #include <utility>
 
 #include "coordinator/retained_work.h"
+#include "core/host_copy.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
 
@@ -114,7 +115,7 @@ Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& ob
   const std::size_t length =
       failed ? failure_text_length(size, src, label) : static_cast<std::size_t>(size);
   // The root's buffer is only read; a copy keeps the caller's const object untouched by API.
-  Bytes buffer = is_src ? *obj : Bytes(length, '\0');
+  Bytes buffer = is_src ? detail::bytes_copy(*obj) : Bytes(length, '\0');
   if (length > 0) group.broadcast(buffer.data(), buffer.size(), DType::UInt8, src);
   if (failed) throw_source_failure(label, src, buffer);
   return buffer;

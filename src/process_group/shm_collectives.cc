@@ -15,8 +15,8 @@
 #include "core/cross_memory.h"
 #include "core/deadline.h"
 #include "core/env_switch.h"
+#include "core/host_copy.h"
 #include "core/shared_memory.h"
-#include "core/streaming_copy.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -393,12 +393,12 @@ void ShmCollectives::broadcast(void* data, std::size_t bytes, int root) {
     // publishes that it arrived, waits for the root's chunk and copies it. So back-to-back chunks
     // and calls pipeline.
     if (rank_ == root) {
-      std::memcpy(slot(bank, root), bytes_out + offset, n);
+      detail::copy_bytes(slot(bank, root), bytes_out + offset, n);
       publish_step();
     } else {
       publish_step();
       wait_until("broadcast", step_, root);
-      std::memcpy(bytes_out + offset, slot(bank, root), n);
+      detail::copy_bytes(bytes_out + offset, slot(bank, root), n);
     }
   }
 }
@@ -413,13 +413,13 @@ void ShmCollectives::eager_broadcast(void* data, std::size_t bytes, int root) {
       wait_until("broadcast", read, kEveryRank);
       everyone_reached_ = slowest_step();  // often well past `read`: no look for a while
     }
-    std::memcpy(eager_slot(step), data, bytes);
+    detail::copy_bytes(eager_slot(step), data, bytes);
     publish_step();
     return;
   }
   publish_step();
   wait_until("broadcast", step, root);
-  std::memcpy(data, eager_slot(step), bytes);
+  detail::copy_bytes(data, eager_slot(step), bytes);
 }
 
 void ShmCollectives::publish_address(int bank, const void* data, std::size_t bytes, int index) {
@@ -460,11 +460,11 @@ void ShmCollectives::all_gatherv(const void* in, void* out, const std::vector<st
     auto piece = [&](int r) {
       return bytes[r] > offset ? std::min(kChunkBytes, bytes[r] - offset) : std::size_t{0};
     };
-    if (const std::size_t n = piece(rank_)) std::memcpy(slot(bank, rank_), mine + offset, n);
+    if (const std::size_t n = piece(rank_)) detail::copy_bytes(slot(bank, rank_), mine + offset, n);
     finish_step("all_gatherv");
     for (int r = 0; r < size_; ++r) {
       if (const std::size_t n = piece(r))
-        std::memcpy(gathered + place[r] + offset, slot(bank, r), n);
+        detail::copy_bytes(gathered + place[r] + offset, slot(bank, r), n);
     }
   }
 }
@@ -501,11 +501,11 @@ void ShmCollectives::gather_to(const char* op, const void* in, void* out, std::s
   for (std::size_t offset = 0; offset < bytes; offset += kChunkBytes) {
     const std::size_t n = std::min(kChunkBytes, bytes - offset);
     const int bank = begin_step(op);
-    std::memcpy(slot(bank, rank_), mine + offset, n);
+    detail::copy_bytes(slot(bank, rank_), mine + offset, n);
     finish_step(op);
     if (root != kEveryRank && rank_ != root) continue;
     for (int r = 0; r < size_; ++r) {
-      std::memcpy(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
+      detail::copy_bytes(gathered + static_cast<std::size_t>(r) * bytes + offset, slot(bank, r), n);
     }
   }
 }
@@ -585,12 +585,12 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
       for (int r = 0; r < size_; ++r) {
         const auto [r_from, r_length] = part(r);
         if (r != rank_ && r_length > 0) {
-          std::memcpy(slot(bank, rank_) + r_from * element, chunk + r_from * element,
-                      r_length * element);
+          detail::copy_bytes(slot(bank, rank_) + r_from * element, chunk + r_from * element,
+                             r_length * element);
         }
       }
     } else {
-      std::memcpy(slot(bank, rank_), chunk, n * element);
+      detail::copy_bytes(slot(bank, rank_), chunk, n * element);
     }
     finish_step("all_reduce");
     if (!split) {
@@ -605,13 +605,13 @@ void ShmCollectives::all_reduce(const void* in, void* out, std::size_t count, DT
     if (length > 0) {
       std::uint8_t* mine = result + from * element;
       reduce(mine, bank, from, length, apart ? chunk + from * element : nullptr);
-      std::memcpy(slot(other, rank_), mine, length * element);  // still in cache
+      detail::copy_bytes(slot(other, rank_), mine, length * element);  // still in cache
     }
     finish_step("all_reduce");
     for (int r = 0; r < size_; ++r) {
       const auto [r_from, r_length] = part(r);
       if (r != rank_ && r_length > 0) {
-        std::memcpy(result + r_from * element, slot(other, r), r_length * element);
+        detail::copy_bytes(result + r_from * element, slot(other, r), r_length * element);
       }
     }
   }
@@ -651,7 +651,7 @@ void ShmCollectives::all_reduce_direct(const void* in, void* out, std::size_t co
     const std::uint8_t* own = input + from + done;  // dst itself in place
     if (own == dst && rank_ >= 2) {
       // combine() lets only rank 0's or 1's operand be dst: a later rank keeps a copy of its own.
-      std::memcpy(scratch(rank_), own, piece);
+      detail::copy_bytes(scratch(rank_), own, piece);
       own = scratch(rank_);
     }
     // While dst holds no operand, the first remote one of rank 0 or 1 is read straight into it.
@@ -702,7 +702,7 @@ void ShmCollectives::reduce_scatter(const void* in, void* out,
   for (std::size_t first = 0; first < total; first += per_step) {
     const std::size_t n = std::min(per_step, total - first);
     const int bank = begin_step("reduce_scatter");
-    std::memcpy(slot(bank, rank_), input + first * element, n * element);
+    detail::copy_bytes(slot(bank, rank_), input + first * element, n * element);
     finish_step("reduce_scatter");
     const std::size_t from = std::max(first, mine_from);
     const std::size_t to = std::min(first + n, mine_to);

@@ -15,6 +15,7 @@
 
 #include "core/deadline.h"
 #include "core/env_switch.h"
+#include "core/host_copy.h"
 #include "core/wake_word.h"
 #include "groupcoord/check.h"
 #include "groupcoord/dtype.h"
@@ -701,7 +702,7 @@ void enqueue_local(MessageQueue::Impl& q, const char* op, const Bytes& obj, bool
     const std::size_t n = std::min(payload, obj.size() - offset);
     shm::write_chunk_header(
         chunk, {word, static_cast<std::uint32_t>(i), static_cast<std::uint32_t>(count)});
-    if (n > 0) std::memcpy(chunk + shm::kChunkHeaderBytes, obj.data() + offset, n);
+    if (n > 0) detail::copy_bytes(chunk + shm::kChunkHeaderBytes, obj.data() + offset, n);
     q.writer->publish();
   }
 }
@@ -756,8 +757,7 @@ Bytes MessageQueue::dequeue(std::optional<std::chrono::milliseconds> timeout, bo
     Impl::Partial& message = *q.partial;
     const std::size_t offset = static_cast<std::size_t>(header.index) * payload;  // == data.size()
     const std::size_t n = std::min<std::size_t>(payload, size - offset);
-    if (n > 0)
-      message.data.append(reinterpret_cast<const char*>(chunk + shm::kChunkHeaderBytes), n);
+    if (n > 0) detail::append_bytes(message.data, chunk + shm::kChunkHeaderBytes, n);
     q.reader->release();
     if (++message.next == message.count) {
       const bool writer_failed = shm::is_writer_failure(message.size_word);
@@ -774,7 +774,7 @@ Bytes MessageQueue::broadcast_object(const std::optional<Bytes>& obj) {
   GC_CHECK(obj.has_value(), impl_->name,
            ": broadcast_object: the writer must pass the object to broadcast");
   enqueue(*obj);
-  return *obj;
+  return detail::bytes_copy(*obj);
 }
 
 // ---- accessors ------------------------------------------------------------------------------

@@ -1,0 +1,110 @@
+#include "core/host_copy.h"
+
+#include <cstdint>
+#include <cstring>
+
+#if defined(__x86_64__)
+#include <emmintrin.h>
+#endif
+
+namespace groupcoord {
+namespace detail {
+namespace {
+
+/// Whether memcpy(dst, src, n) would meet `rep movsb`'s slow distances (see kAliasBand).
+bool in_alias_band(const void* dst, const void* src) {
+  const std::uintptr_t distance =
+      (reinterpret_cast<std::uintptr_t>(dst) - reinterpret_cast<std::uintptr_t>(src)) % 4096;
+  return distance != 0 && distance < kAliasBand;
+}
+
+/// memcpy with vector registers and no string instruction: a cache line per iteration (SSE2,
+/// which every x86-64 CPU has; as fast as glibc's best case on the development VM: 64 KiB in
+/// 1.40 µs against memcpy's 1.30-1.75 at other distances), then memcpy for the last < 64 bytes.
+void copy_with_vectors(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__)
+  auto* d = static_cast<std::uint8_t*>(dst);
+  const auto* s = static_cast<const std::uint8_t*>(src);
+  std::size_t i = 0;
+  for (; i + 64 <= n; i += 64) {
+    const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+    const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+    const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+    const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i), a);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+  }
+  std::memcpy(d + i, s + i, n - i);
+#else
+  std::memcpy(dst, src, n);
+#endif
+}
+
+}  // namespace
+
+void copy_bytes_checked(void* dst, const void* src, std::size_t n) {
+  if (in_alias_band(dst, src)) {
+    copy_with_vectors(dst, src, n);
+  } else {
+    std::memcpy(dst, src, n);
+  }
+}
+
+void append_bytes(Bytes& out, const void* src, std::size_t n) {
+  const std::size_t at = out.size();
+  if (n >= kShortCopyBytes) {
+    if (out.capacity() - at < n) out.reserve(at + n);  // where the bytes go is now fixed
+    if (in_alias_band(out.data() + at, src)) {
+      // Zero-filled first (a std::string cannot grow uninitialised): 0.7 µs per 64 KiB on the
+      // development VM, against 20 µs for memcpy at this distance.
+      out.resize(at + n);
+      copy_with_vectors(&out[at], src, n);
+      return;
+    }
+  }
+  out.append(static_cast<const char*>(src), n);
+}
+
+Bytes bytes_copy(const void* src, std::size_t n) {
+  Bytes out;
+  out.reserve(n);
+  append_bytes(out, src, n);
+  return out;
+}
+
+void copy_large(void* dst, const void* src, std::size_t n) {
+#if defined(__x86_64__)
+  if (n >= kStreamingCopyMinBytes) {
+    auto* d = static_cast<std::uint8_t*>(dst);
+    const auto* s = static_cast<const std::uint8_t*>(src);
+    // Streaming stores need 16-byte aligned destinations: copy up to the first boundary plainly.
+    const std::size_t head = (16 - reinterpret_cast<std::uintptr_t>(d) % 16) % 16;
+    std::memcpy(d, s, head);
+    d += head;
+    s += head;
+    n -= head;
+    std::size_t i = 0;
+    for (; i + 64 <= n; i += 64) {  // a cache line per iteration (SSE2: every x86-64 CPU)
+      const __m128i a = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i));
+      const __m128i b = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 16));
+      const __m128i c = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 32));
+      const __m128i e = _mm_loadu_si128(reinterpret_cast<const __m128i*>(s + i + 48));
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i), a);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 16), b);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 32), c);
+      _mm_stream_si128(reinterpret_cast<__m128i*>(d + i + 48), e);
+    }
+    // Streaming stores are weakly ordered: fence them before whatever publishes the copy (the
+    // caller's flag store or step barrier).
+    _mm_sfence();
+    std::memcpy(d + i, s + i, n - i);
+    return;
+  }
+#endif
+  copy_bytes(dst, src, n);
+}
+
+}  // namespace detail
+}  // namespace groupcoord
