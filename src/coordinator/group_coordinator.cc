@@ -21,6 +21,7 @@
 #include "coordinator/mq_object_broadcaster.h"
 #include "coordinator/object_protocol.h"
 #include "coordinator/tensor_metadata.h"
+#include "core/host_copy.h"
 #include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -854,12 +855,14 @@ void broadcast_packed(ProcessGroup& group, const std::vector<Tensor>& tensors, i
   if (source) {
     each([](const Tensor& t, std::uint8_t* at) {
       const Tensor compact = t.contiguous();
-      std::memcpy(at, compact.data_ptr(), compact.nbytes());
+      detail::copy_bytes(at, compact.data_ptr(), compact.nbytes());
     });
   }
   group.broadcast(bytes, total, DType::UInt8, src);
   if (!source) {
-    each([](const Tensor& t, std::uint8_t* at) { std::memcpy(t.data_ptr(), at, t.nbytes()); });
+    each([](const Tensor& t, std::uint8_t* at) {
+      detail::copy_bytes(t.data_ptr(), at, t.nbytes());
+    });
   }
 }
 

@@ -24,6 +24,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/host_copy.h"
 #include "core/shape.h"
 #include "groupcoord/check.h"
 #include "groupcoord/errors.h"
@@ -477,7 +478,7 @@ void ProcessGroup::reduce_scatter(const void* in, void* out, const std::vector<s
   for (int r = 0; r < s.rank; ++r) offset += counts[r];
   std::vector<std::uint8_t> reduced(total * element);
   all_reduce(in, reduced.data(), total, dtype, op);
-  if (mine > 0) std::memcpy(out, reduced.data() + offset * element, mine * element);
+  if (mine > 0) detail::copy_bytes(out, reduced.data() + offset * element, mine * element);
 }
 
 void ProcessGroup::all_gather(const void* in, void* out, std::size_t count_per_rank, DType dtype) {
