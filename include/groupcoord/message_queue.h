@@ -49,6 +49,8 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <type_traits>
+#include <utility>
 #include <vector>
 
 #include "groupcoord/bytes.h"
@@ -220,6 +222,19 @@ class MessageQueue {
   /// when absent) and returns it; a reader ignores `obj` and returns dequeue(). Uses the default
   /// timeout.
   Bytes broadcast_object(const std::optional<Bytes>& obj = std::nullopt);
+  /// The same for a Bytes (beyond vLLM's API): not first copied into a temporary std::optional,
+  /// and an rvalue comes back as the writer's result without a copy. Only a Bytes chooses this
+  /// overload; literals and std::nullopt keep the one above.
+  template <typename B, std::enable_if_t<std::is_same_v<std::decay_t<B>, Bytes>, int> = 0>
+  Bytes broadcast_object(B&& obj) {
+    if constexpr (std::is_lvalue_reference_v<B>) {
+      return broadcast_held_object(obj);
+    } else {
+      if (!is_writer()) return dequeue();
+      enqueue(obj);
+      return std::move(obj);
+    }
+  }
 
   /// True on the writer.
   bool is_writer() const;
@@ -254,6 +269,8 @@ class MessageQueue {
 
  private:
   explicit MessageQueue(std::unique_ptr<Impl> impl);
+  /// broadcast_object of a Bytes the caller keeps: the writer's result is a copy.
+  Bytes broadcast_held_object(const Bytes& obj);
 
   std::unique_ptr<Impl> impl_;
 };

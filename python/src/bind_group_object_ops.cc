@@ -124,7 +124,11 @@ py::object broadcast_object(const std::shared_ptr<PyGroup>& g, py::object obj, i
         [&] { return dumps(obj); },
         [g, src](const std::string& why) { g->get().broadcast_object_failed(why, src); });
   }
-  auto call = [g, data = std::move(data), src] { return g->get().broadcast_object(data, src); };
+  // The source's bytes go in as an rvalue: they come back as its (unused) result without a copy.
+  auto call = [g, data = std::move(data), src]() mutable {
+    return data ? g->get().broadcast_object(std::move(*data), src)
+                : g->get().broadcast_object(std::nullopt, src);
+  };
   // Through the coordinator's queue every wait is on shared memory (no helper thread needed).
   Bytes out = src == 0 && c.has_mq_broadcaster()
                   ? call_waiting_in_shared_memory(std::move(call))

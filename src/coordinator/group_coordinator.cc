@@ -614,12 +614,27 @@ void check_explicit_peer(const comm::OpLabel& label, const char* what, std::opti
 // over the Gloo CPU group (object_protocol.h), including broadcast_object_list, which vLLM sends
 // over the device group (with NCCL that costs a host-device round trip for pure host data).
 
-Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) try {
+Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) {
+  std::optional<Bytes> received = broadcast_object_from(obj ? &*obj : nullptr, src);
+  return received ? std::move(*received) : detail::bytes_copy(*obj);
+}
+
+Bytes GroupCoordinator::broadcast_held_object(const Bytes& obj, int src) {
+  std::optional<Bytes> received = broadcast_object_from(&obj, src);
+  return received ? std::move(*received) : detail::bytes_copy(obj);
+}
+
+Bytes GroupCoordinator::broadcast_moved_object(Bytes&& obj, int src) {
+  std::optional<Bytes> received = broadcast_object_from(&obj, src);
+  return received ? std::move(*received) : std::move(obj);
+}
+
+std::optional<Bytes> GroupCoordinator::broadcast_object_from(const Bytes* obj, int src) try {
   Impl& s = *impl_;
   s.check_alive("broadcast_object");
   const comm::OpLabel label = s.label("broadcast_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
-  if (s.rank_in_group == src && !obj) {
+  if (s.rank_in_group == src && obj == nullptr) {
     const std::invalid_argument error(detail::concat(__FILE__, ":", __LINE__, ": ", label, ": src ",
                                                      src,
                                                      " (this rank) passed no object to broadcast"));
@@ -628,15 +643,16 @@ Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int sr
                          error.what());
     throw error;
   }
-  if (s.world_size == 1) return *obj;
+  const bool is_src = s.rank_in_group == src;
+  if (s.world_size == 1) return std::nullopt;
   if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
     try {
-      return s.mq_broadcaster->broadcast_object(obj);
+      return s.mq_broadcaster->broadcast_object(is_src ? obj : nullptr);
     } catch (const SourceFailedError& failed) {
       throw_source_failure(label, src, failed.why());  // in the words of the CPU-group route
     }
   }
-  return broadcast_object_bytes(*s.cpu_group, obj, src, label);
+  return broadcast_object_bytes(*s.cpu_group, is_src ? obj : nullptr, src, label);
 } catch (...) {
   rethrow_under_failure_policy();
 }
@@ -651,11 +667,11 @@ std::vector<Bytes> GroupCoordinator::broadcast_object_list(const std::vector<Byt
   const bool is_src = s.rank_in_group == src;
   // One object carrying the whole list, so receivers learn its length from the source and can
   // check theirs after the collective has completed (the group stays in step either way).
-  std::optional<Bytes> packed;
-  if (is_src) packed = pack_object_list(obj_list);
-  Bytes received = broadcast_object_bytes(*s.cpu_group, packed, src, label);
+  const Bytes packed = is_src ? pack_object_list(obj_list) : Bytes();
+  const std::optional<Bytes> received =
+      broadcast_object_bytes(*s.cpu_group, is_src ? &packed : nullptr, src, label);
   if (is_src) return obj_list;
-  std::vector<Bytes> objects = unpack_object_list(received, comm::to_string(label));
+  std::vector<Bytes> objects = unpack_object_list(*received, comm::to_string(label));
   GC_CHECK(objects.size() == obj_list.size(), label, ": this rank passed a list of ",
            obj_list.size(), " objects but src ", src, " broadcast ", objects.size());
   return objects;

@@ -13,8 +13,10 @@ class MqObjectBroadcaster final : public ObjectBroadcaster {
  public:
   explicit MqObjectBroadcaster(std::unique_ptr<MessageQueue> queue) : queue_(std::move(queue)) {}
   int writer_rank() const override { return 0; }
-  Bytes broadcast_object(const std::optional<Bytes>& obj) override {
-    return queue_->broadcast_object(obj);
+  std::optional<Bytes> broadcast_object(const Bytes* obj) override {
+    if (obj == nullptr) return queue_->dequeue();
+    queue_->enqueue(*obj);
+    return std::nullopt;
   }
   void broadcast_failure(const std::string& why) override { queue_->enqueue_error(why); }
   std::shared_ptr<MessageQueue> queue() const override { return queue_; }

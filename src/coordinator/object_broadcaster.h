@@ -27,8 +27,9 @@ class ObjectBroadcaster {
   virtual ~ObjectBroadcaster() = default;
   /// Group rank of the only rank that may be the source.
   virtual int writer_rank() const = 0;
-  /// Collective over the group: `obj` (required on the writer) on every rank.
-  virtual Bytes broadcast_object(const std::optional<Bytes>& obj) = 0;
+  /// Collective over the group: `obj` (non-null exactly on the writer) to every rank. Returns the
+  /// object on the readers and nullopt on the writer, whose caller has it.
+  virtual std::optional<Bytes> broadcast_object(const Bytes* obj) = 0;
   /// The writer's side of broadcast_object when it has no object: the readers' broadcast_object
   /// throws SourceFailedError carrying `why`.
   virtual void broadcast_failure(const std::string& why) = 0;

@@ -106,16 +106,24 @@ std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::strin
   return isend_sized(group, size, std::move(text), dst);
 }
 
-Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src,
-                             const comm::OpLabel& label) {
+std::optional<Bytes> broadcast_object_bytes(ProcessGroup& group, const Bytes* obj, int src,
+                                            const comm::OpLabel& label) {
   const bool is_src = group.rank() == src;
+  GC_ASSERT(is_src == (obj != nullptr), label,
+            ": broadcast_object_bytes: the object goes with src");
   std::int64_t size = is_src ? static_cast<std::int64_t>(obj->size()) : 0;
   group.broadcast(&size, 1, DType::Int64, src);
+  if (is_src) {
+    // Sent from the caller's bytes, not from a copy: a broadcast never writes its root's buffer
+    // (the shared-memory paths copy out of it or let the others read it; Gloo's is given only an
+    // output, which on the root it sends from), so the const object stays as it was.
+    if (size > 0) group.broadcast(const_cast<char*>(obj->data()), obj->size(), DType::UInt8, src);
+    return std::nullopt;
+  }
   const bool failed = size < 0;
   const std::size_t length =
       failed ? failure_text_length(size, src, label) : static_cast<std::size_t>(size);
-  // The root's buffer is only read; a copy keeps the caller's const object untouched by API.
-  Bytes buffer = is_src ? detail::bytes_copy(*obj) : Bytes(length, '\0');
+  Bytes buffer(length, '\0');
   if (length > 0) group.broadcast(buffer.data(), buffer.size(), DType::UInt8, src);
   if (failed) throw_source_failure(label, src, buffer);
   return buffer;

@@ -44,11 +44,13 @@ std::shared_ptr<Work> isend_object_bytes(ProcessGroup& group, Bytes obj, int dst
 /// Non-blocking send of a failure saying `why` where group rank `dst` expects an object.
 std::shared_ptr<Work> isend_object_failure(ProcessGroup& group, const std::string& why, int dst);
 
-/// Collective over `group`: `obj` (required on `src`) on every rank. Two broadcasts: the size,
-/// then the bytes (skipped when empty, which every rank knows from the size). `label` names the
-/// call in errors: SourceFailedError on the receivers when the source sent a failure.
-Bytes broadcast_object_bytes(ProcessGroup& group, const std::optional<Bytes>& obj, int src,
-                             const comm::OpLabel& label);
+/// Collective over `group`: `obj` (non-null exactly on `src`) to every rank. Two broadcasts: the
+/// size, then the bytes (skipped when empty, which every rank knows from the size), sent straight
+/// from `*obj` (a broadcast only reads its root's buffer). Returns the bytes on the receivers and
+/// nullopt on `src`, whose caller has them. `label` names the call in errors: SourceFailedError on
+/// the receivers when the source sent a failure.
+std::optional<Bytes> broadcast_object_bytes(ProcessGroup& group, const Bytes* obj, int src,
+                                            const comm::OpLabel& label);
 /// The source's side of broadcast_object_bytes when it has no object: a failure saying `why`.
 void broadcast_object_failure(ProcessGroup& group, const std::string& why, int src);
 

@@ -773,8 +773,13 @@ Bytes MessageQueue::broadcast_object(const std::optional<Bytes>& obj) {
   if (!impl_->is_writer()) return dequeue();
   GC_CHECK(obj.has_value(), impl_->name,
            ": broadcast_object: the writer must pass the object to broadcast");
-  enqueue(*obj);
-  return detail::bytes_copy(*obj);
+  return broadcast_held_object(*obj);
+}
+
+Bytes MessageQueue::broadcast_held_object(const Bytes& obj) {
+  if (!impl_->is_writer()) return dequeue();
+  enqueue(obj);
+  return detail::bytes_copy(obj);  // after the enqueue: the readers need not wait for it
 }
 
 // ---- accessors ------------------------------------------------------------------------------

@@ -61,6 +61,60 @@ TEST_F(CoordinatorMessageQueue, BroadcasterCoordinatorTellsReadersOfTheWritersFa
   coord.barrier();
 }
 
+// A big object of `writer`'s (beyond any short-string buffer), different for each k.
+Bytes big_message(int writer, int k) {
+  Bytes out(64 << 10, '\0');
+  for (std::size_t i = 0; i < out.size(); ++i)
+    out[i] = static_cast<char>((i * 7 + k + writer) & 0xFF);
+  return out;
+}
+
+// broadcast_object of a Bytes (the template overloads): a held Bytes comes back as an equal copy
+// and stays as it was; a moved one comes back as the same buffer, not a copy; the others receive
+// it. On the queue's route (src 0), the CPU group's (other srcs), at world size 1 (the bypass) and
+// through MessageQueue::broadcast_object.
+TEST_F(CoordinatorMessageQueue, BroadcastingABytesCopiesNothingOnTheSource) {
+  GroupCoordinator coord(reversed_layout(world_size()), local_rank(), "gloo",
+                         /*use_device_communicator=*/true, /*use_message_queue_broadcaster=*/true,
+                         "mq-bytes");
+  for (int src = 0; src < coord.world_size(); ++src) {
+    const int src_world = coord.ranks()[src];
+    for (int k = 0; k < 3; ++k) {
+      const Bytes expected = big_message(src_world, k);
+      if (coord.rank_in_group() != src) {
+        EXPECT_EQ(coord.broadcast_object(std::nullopt, src), expected) << "src " << src;
+        EXPECT_EQ(coord.broadcast_object(std::nullopt, src), expected) << "src " << src;
+        continue;
+      }
+      const Bytes held = big_message(src_world, k);
+      const Bytes copy = coord.broadcast_object(held, src);
+      EXPECT_EQ(copy, expected);
+      EXPECT_EQ(held, expected);
+      EXPECT_NE(copy.data(), held.data());
+      Bytes moved = big_message(src_world, k);
+      const char* const buffer = moved.data();
+      const Bytes back = coord.broadcast_object(std::move(moved), src);
+      EXPECT_EQ(back.data(), buffer) << "src " << src << ": the moved Bytes was copied";
+      EXPECT_EQ(back, expected);
+    }
+  }
+  std::shared_ptr<MessageQueue> queue = coord.create_mq_broadcaster(0);
+  if (queue) {
+    const Bytes expected = big_message(coord.ranks()[0], 9);
+    if (queue->is_writer()) {
+      const Bytes held = expected;
+      EXPECT_EQ(queue->broadcast_object(held), expected);
+      Bytes moved = expected;
+      const char* const buffer = moved.data();
+      EXPECT_EQ(queue->broadcast_object(std::move(moved)).data(), buffer);
+    } else {
+      EXPECT_EQ(queue->broadcast_object(), expected);
+      EXPECT_EQ(queue->broadcast_object(), expected);
+    }
+  }
+  coord.barrier();
+}
+
 TEST_F(CoordinatorMessageQueue, MqBroadcasterFromTheLastRank) {
   GroupCoordinator& coord = world_coord();
   const int writer = coord.world_size() - 1;
