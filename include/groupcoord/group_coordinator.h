@@ -143,8 +143,8 @@ class GroupCoordinator {
   /// literals and std::nullopt keep the one above.
   template <typename B, std::enable_if_t<std::is_same_v<std::decay_t<B>, Bytes>, int> = 0>
   Bytes broadcast_object(B&& obj, int src = 0) {
-    if constexpr (std::is_lvalue_reference_v<B>) {
-      return broadcast_held_object(obj, src);
+    if constexpr (std::is_lvalue_reference_v<B> || std::is_const_v<std::remove_reference_t<B>>) {
+      return broadcast_held_object(obj, src);  // a const one cannot be moved from either
     } else {
       return broadcast_moved_object(std::move(obj), src);
     }

@@ -227,8 +227,8 @@ class MessageQueue {
   /// overload; literals and std::nullopt keep the one above.
   template <typename B, std::enable_if_t<std::is_same_v<std::decay_t<B>, Bytes>, int> = 0>
   Bytes broadcast_object(B&& obj) {
-    if constexpr (std::is_lvalue_reference_v<B>) {
-      return broadcast_held_object(obj);
+    if constexpr (std::is_lvalue_reference_v<B> || std::is_const_v<std::remove_reference_t<B>>) {
+      return broadcast_held_object(obj);  // a const one cannot be moved from either
     } else {
       if (!is_writer()) return dequeue();
       enqueue(obj);

@@ -610,9 +610,10 @@ void check_explicit_peer(const comm::OpLabel& label, const char* what, std::opti
 }  // namespace
 
 // -------------------------------------------------------------------------------------------------
-// GroupCoordinator's object operations. Objects are Bytes (Python pickles them); everything goes
-// over the Gloo CPU group (object_protocol.h), including broadcast_object_list, which vLLM sends
-// over the device group (with NCCL that costs a host-device round trip for pure host data).
+// GroupCoordinator's object operations. Objects are Bytes (Python pickles them); they go over the
+// CPU group (object_protocol.h), except broadcast_object from the writer of the coordinator's
+// message queue, which goes through that queue. broadcast_object_list too goes over the CPU group,
+// where vLLM uses the device group (with NCCL a host-device round trip for pure host data).
 
 Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) {
   std::optional<Bytes> received = broadcast_object_from(obj ? &*obj : nullptr, src);

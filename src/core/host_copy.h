@@ -16,15 +16,21 @@ namespace detail {
 constexpr std::size_t kShortCopyBytes = 1024;
 
 /// copy_bytes uses its own loop when the destination is 1 to kAliasBand - 1 bytes past the source
-/// modulo a 4 KiB page. glibc's memcpy copies from about 2 KiB to about 512 KiB with `rep movsb`,
-/// which on the AMD EPYC (Zen) development VM runs 17-20x slower at exactly those distances (64
-/// KiB: 21-29 µs against 1.3-1.8; 1..31 measured, the band doubled for other generations).
-/// malloc's 16-byte headers put them there often: a copy of a buffer into the block allocated
-/// right after it is 16 bytes past it modulo 4 KiB whenever the size is a multiple of 4 KiB.
+/// modulo a 4 KiB page and the copy is shorter than kAliasCopyMaxBytes. glibc's memcpy copies from
+/// about 2 KiB to 512 KiB with `rep movsb`, which on the AMD EPYC (Zen) development VM runs 17-20x
+/// slower at exactly those distances (64 KiB: 21-31 µs against 1.3-1.8; 1..31 measured, the band
+/// doubled for other generations); from 512 KiB on glibc copies differently and is fast there.
+/// malloc's 16-byte headers put copies in the band often: a copy of a buffer into the block
+/// allocated right after it is 16 bytes past it modulo 4 KiB whenever the size is a multiple of
+/// 4 KiB.
 constexpr std::size_t kAliasBand = 64;
+constexpr std::size_t kAliasCopyMaxBytes = std::size_t{512} << 10;
 
-/// memcpy(dst, src, n) for non-overlapping ranges, at memcpy's speed for every distance between
-/// them (see kAliasBand). Small copies are memcpy inline.
+/// Whether copy_bytes(dst, src, n) takes its own loop (see kAliasBand).
+bool takes_alias_loop(const void* dst, const void* src, std::size_t n);
+
+/// memcpy(dst, src, n) for non-overlapping ranges, without memcpy's 17-20x slow case (see
+/// kAliasBand; there it takes 1.4-1.6x memcpy's best time). Small copies are memcpy inline.
 void copy_bytes_checked(void* dst, const void* src, std::size_t n);
 inline void copy_bytes(void* dst, const void* src, std::size_t n) {
   if (n < kShortCopyBytes) {
@@ -35,6 +41,7 @@ inline void copy_bytes(void* dst, const void* src, std::size_t n) {
 }
 
 /// Appends `n` bytes at `src` to `out` through copy_bytes (std::string::append would memcpy).
+/// `src` must not point into `out`.
 void append_bytes(Bytes& out, const void* src, std::size_t n);
 
 /// A copy of `n` bytes at `src`, made through copy_bytes.

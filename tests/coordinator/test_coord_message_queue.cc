@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <cstdlib>
+#include <new>
 #include <thread>
 
 #include <string>
@@ -11,9 +13,35 @@
 #include "groupcoord/errors.h"
 #include "groupcoord/message_queue.h"
 
+// Allocations of at least kBigAllocation bytes made by this thread while counting: how many
+// copies of a 64 KiB object a call makes.
+namespace {
+constexpr std::size_t kBigAllocation = 60 << 10;
+thread_local bool counting_big_allocations = false;
+thread_local int big_allocations = 0;
+}  // namespace
+
+void* operator new(std::size_t bytes) {
+  if (counting_big_allocations && bytes >= kBigAllocation) ++big_allocations;
+  if (void* p = std::malloc(bytes == 0 ? 1 : bytes)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+
 namespace groupcoord {
 namespace testing {
 namespace {
+
+/// How many allocations of kBigAllocation bytes or more `fn` makes on this thread.
+template <typename Fn>
+int big_allocations_of(Fn fn) {
+  big_allocations = 0;
+  counting_big_allocations = true;
+  fn();
+  counting_big_allocations = false;
+  return big_allocations;
+}
 
 class CoordinatorMessageQueue : public CoordinatorTest {};
 
@@ -69,10 +97,10 @@ Bytes big_message(int writer, int k) {
   return out;
 }
 
-// broadcast_object of a Bytes (the template overloads): a held Bytes comes back as an equal copy
-// and stays as it was; a moved one comes back as the same buffer, not a copy; the others receive
-// it. On the queue's route (src 0), the CPU group's (other srcs), at world size 1 (the bypass) and
-// through MessageQueue::broadcast_object.
+// broadcast_object of a Bytes (the template overloads): the source makes one copy of a held Bytes
+// (its result, equal to it; the Bytes stays as it was) and none of a moved one (it comes back as
+// the same buffer); the others receive it. On the queue's route (src 0), the CPU group's (other
+// srcs), at world size 1 (the bypass) and through MessageQueue::broadcast_object.
 TEST_F(CoordinatorMessageQueue, BroadcastingABytesCopiesNothingOnTheSource) {
   GroupCoordinator coord(reversed_layout(world_size()), local_rank(), "gloo",
                          /*use_device_communicator=*/true, /*use_message_queue_broadcaster=*/true,
@@ -82,20 +110,27 @@ TEST_F(CoordinatorMessageQueue, BroadcastingABytesCopiesNothingOnTheSource) {
     for (int k = 0; k < 3; ++k) {
       const Bytes expected = big_message(src_world, k);
       if (coord.rank_in_group() != src) {
-        EXPECT_EQ(coord.broadcast_object(std::nullopt, src), expected) << "src " << src;
-        EXPECT_EQ(coord.broadcast_object(std::nullopt, src), expected) << "src " << src;
+        for (int call = 0; call < 3; ++call) {  // held, moved, const
+          EXPECT_TRUE(coord.broadcast_object(std::nullopt, src) == expected) << "src " << src;
+        }
         continue;
       }
       const Bytes held = big_message(src_world, k);
-      const Bytes copy = coord.broadcast_object(held, src);
-      EXPECT_EQ(copy, expected);
-      EXPECT_EQ(held, expected);
-      EXPECT_NE(copy.data(), held.data());
+      Bytes copy;
+      EXPECT_EQ(big_allocations_of([&] { copy = coord.broadcast_object(held, src); }), 1)
+          << "src " << src << ": copies of a held Bytes";
+      EXPECT_TRUE(copy == expected);
+      EXPECT_TRUE(held == expected);
       Bytes moved = big_message(src_world, k);
       const char* const buffer = moved.data();
-      const Bytes back = coord.broadcast_object(std::move(moved), src);
+      Bytes back;
+      EXPECT_EQ(big_allocations_of([&] { back = coord.broadcast_object(std::move(moved), src); }),
+                0)
+          << "src " << src << ": copies of a moved Bytes";
       EXPECT_EQ(back.data(), buffer) << "src " << src << ": the moved Bytes was copied";
-      EXPECT_EQ(back, expected);
+      EXPECT_TRUE(back == expected);
+      const Bytes constant = big_message(src_world, k);  // a const rvalue: held, copied once
+      EXPECT_TRUE(coord.broadcast_object(std::move(constant), src) == expected);
     }
   }
   std::shared_ptr<MessageQueue> queue = coord.create_mq_broadcaster(0);
@@ -103,13 +138,17 @@ TEST_F(CoordinatorMessageQueue, BroadcastingABytesCopiesNothingOnTheSource) {
     const Bytes expected = big_message(coord.ranks()[0], 9);
     if (queue->is_writer()) {
       const Bytes held = expected;
-      EXPECT_EQ(queue->broadcast_object(held), expected);
+      Bytes copy;
+      EXPECT_EQ(big_allocations_of([&] { copy = queue->broadcast_object(held); }), 1);
+      EXPECT_TRUE(copy == expected);
       Bytes moved = expected;
       const char* const buffer = moved.data();
-      EXPECT_EQ(queue->broadcast_object(std::move(moved)).data(), buffer);
+      Bytes back;
+      EXPECT_EQ(big_allocations_of([&] { back = queue->broadcast_object(std::move(moved)); }), 0);
+      EXPECT_EQ(back.data(), buffer);
     } else {
-      EXPECT_EQ(queue->broadcast_object(), expected);
-      EXPECT_EQ(queue->broadcast_object(), expected);
+      EXPECT_TRUE(queue->broadcast_object() == expected);
+      EXPECT_TRUE(queue->broadcast_object() == expected);
     }
   }
   coord.barrier();

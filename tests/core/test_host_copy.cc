@@ -2,8 +2,8 @@
 // every distance between source and destination around the band where copy_bytes takes its own
 // loop (modulo 4 KiB), at sizes around its thresholds; copy_large at every size around the
 // streaming threshold, with destinations 0, 1, 3, 16, 31, 48 and 63 bytes past a 64-byte line (the
-// streamed path copies an unaligned head of up to 63 bytes, whole 64-byte lines, then a tail) and
-// sources on and off alignment.
+// streamed path copies an unaligned head of up to 15 bytes up to a 16-byte boundary, whole 64-byte
+// lines, then a tail) and sources on and off alignment.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -71,6 +71,32 @@ TEST(HostCopy, CopyBytesIsExactAtEveryDistanceAndSize) {
       for (std::size_t i = 8 + n; i < 8 + n + 8; ++i) ASSERT_EQ(dst[i], 0xEE) << "after, " << n;
     }
   }
+}
+
+// The band and the sizes where copy_bytes takes its own loop instead of memcpy: a destination 1 to
+// kAliasBand - 1 bytes past its source modulo 4 KiB (not before it), from kShortCopyBytes to
+// below kAliasCopyMaxBytes.
+TEST(HostCopy, TakesItsOwnLoopExactlyInTheBand) {
+  using detail::kAliasCopyMaxBytes;
+  using detail::takes_alias_loop;
+  std::vector<std::uint8_t> storage(3 * 4096 + 8192);
+  const auto page = (reinterpret_cast<std::uintptr_t>(storage.data()) + 4095) / 4096 * 4096;
+  const auto* src = reinterpret_cast<const std::uint8_t*>(page + 4096);
+  auto at = [&](long offset) { return reinterpret_cast<const void*>(src + offset); };
+  const std::size_t n = 64 << 10;
+  EXPECT_TRUE(takes_alias_loop(at(16), src, n));
+  EXPECT_TRUE(takes_alias_loop(at(1), src, n));
+  EXPECT_TRUE(takes_alias_loop(at(static_cast<long>(kAliasBand) - 1), src, n));
+  EXPECT_TRUE(takes_alias_loop(at(4096 + 16), src, n));
+  EXPECT_TRUE(takes_alias_loop(at(16 - 4096), src, n));  // dst below src, same distance mod 4 KiB
+  EXPECT_FALSE(takes_alias_loop(at(0), src, n));
+  EXPECT_FALSE(takes_alias_loop(at(4096), src, n));
+  EXPECT_FALSE(takes_alias_loop(at(static_cast<long>(kAliasBand)), src, n));
+  EXPECT_FALSE(takes_alias_loop(at(-16), src, n));  // 16 bytes before: 4080 past, modulo 4 KiB
+  EXPECT_FALSE(takes_alias_loop(at(16), src, kShortCopyBytes - 1));
+  EXPECT_TRUE(takes_alias_loop(at(16), src, kShortCopyBytes));
+  EXPECT_TRUE(takes_alias_loop(at(16), src, kAliasCopyMaxBytes - 1));
+  EXPECT_FALSE(takes_alias_loop(at(16), src, kAliasCopyMaxBytes));
 }
 
 TEST(HostCopy, AppendBytesAndBytesCopyAreExactAtEveryDistanceAndSize) {
