@@ -616,8 +616,8 @@ void check_explicit_peer(const comm::OpLabel& label, const char* what, std::opti
 // where vLLM uses the device group (with NCCL a host-device round trip for pure host data).
 
 Bytes GroupCoordinator::broadcast_object(const std::optional<Bytes>& obj, int src) {
-  std::optional<Bytes> received = broadcast_object_from(obj ? &*obj : nullptr, src);
-  return received ? std::move(*received) : detail::bytes_copy(*obj);
+  if (obj) return broadcast_held_object(*obj, src);
+  return std::move(*broadcast_object_from(nullptr, src));  // on src, that throws: no object
 }
 
 Bytes GroupCoordinator::broadcast_held_object(const Bytes& obj, int src) {
@@ -635,7 +635,8 @@ std::optional<Bytes> GroupCoordinator::broadcast_object_from(const Bytes* obj, i
   s.check_alive("broadcast_object");
   const comm::OpLabel label = s.label("broadcast_object");
   check_peer_rank(label, src, "src", s.rank_in_group, s.world_size, /*allow_self=*/true);
-  if (s.rank_in_group == src && obj == nullptr) {
+  const bool is_src = s.rank_in_group == src;
+  if (is_src && obj == nullptr) {
     const std::invalid_argument error(detail::concat(__FILE__, ":", __LINE__, ": ", label, ": src ",
                                                      src,
                                                      " (this rank) passed no object to broadcast"));
@@ -644,7 +645,6 @@ std::optional<Bytes> GroupCoordinator::broadcast_object_from(const Bytes* obj, i
                          error.what());
     throw error;
   }
-  const bool is_src = s.rank_in_group == src;
   if (s.world_size == 1) return std::nullopt;
   if (s.mq_broadcaster && s.mq_broadcaster->writer_rank() == src) {
     try {
